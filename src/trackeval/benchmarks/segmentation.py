@@ -1,0 +1,74 @@
+"""Scoring of one (truth, prediction) pair of label maps for named labels: shared by UMD and X-ray seg.
+
+One confusion pass gives Dice/IoU and voxel counts for every label and region; surface metrics run per
+label on cropped bounding boxes. The empty policy (DESIGN.md):
+
+=====================  ======  =====  ==============================  =====
+truth / prediction     Dice    NSD    HD95, HD, ASSD                  valid
+=====================  ======  =====  ==============================  =====
+both empty             NaN     NaN    NaN                             no
+truth empty, pred not  0       0      penalty (``hd_empty_penalty``)  yes
+pred empty, truth not  0       0      penalty                         yes
+=====================  ======  =====  ==============================  =====
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from trackeval.metrics.overlap import Label, confusion_matrix, counts_from_matrix, dice_from_counts, iou_from_counts
+from trackeval.metrics.surface import surface_metrics
+
+#: Per-item metrics every segmentation record carries (units: Dice/IoU/NSD in [0, 1], distances in mm).
+SEG_METRICS: tuple[str, ...] = ("dsc", "iou", "nsd", "hd95", "hd", "assd", "n_ref", "n_pred")
+
+
+def distance_penalty(shape: tuple[int, ...], spacing: tuple[float, ...], setting: str | float) -> float:
+    """The HD/ASSD value used when exactly one side is empty: the image diagonal in mm, or a fixed value."""
+    if setting == "diagonal":
+        return float(math.hypot(*(n * s for n, s in zip(shape, spacing, strict=True))))
+    return float(setting)
+
+
+def present_labels(values: np.ndarray, matrix: np.ndarray) -> tuple[set[int], set[int]]:
+    """Non-zero label values that occur in truth (rows) and in prediction (columns) of a confusion matrix."""
+    in_truth = {int(v) for v, n in zip(values, matrix.sum(axis=1), strict=True) if v != 0 and n > 0}
+    in_pred = {int(v) for v, n in zip(values, matrix.sum(axis=0), strict=True) if v != 0 and n > 0}
+    return in_truth, in_pred
+
+
+def score_segmentation(
+    truth: np.ndarray,
+    pred: np.ndarray,
+    spacing: tuple[float, ...],
+    labels: dict[str, Label],
+    *,
+    nsd_tolerance_mm: float,
+    hd_percentile: float,
+    hd_empty_penalty: str | float,
+    confusion: tuple[np.ndarray, np.ndarray] | None = None,
+) -> dict[str, dict[str, float]]:
+    """``{item name: {metric: value}}`` for every named label or region (metrics: :data:`SEG_METRICS`).
+
+    ``confusion`` may pass a ``confusion_matrix(pred, truth)`` already computed by the caller (for label
+    checks) so the volumes are not scanned twice.
+    """
+    values, matrix = confusion if confusion is not None else confusion_matrix(pred, truth)
+    counts = counts_from_matrix(values, matrix, list(labels.values()))
+    surf = surface_metrics(
+        pred, truth, spacing, labels=list(labels.values()), tolerance_mm=nsd_tolerance_mm, percentile=hd_percentile
+    )
+    penalty = distance_penalty(truth.shape, spacing, hd_empty_penalty)
+    out: dict[str, dict[str, float]] = {}
+    for name, label in labels.items():
+        c = counts[label]
+        s = surf[label]
+        row = {"dsc": dice_from_counts(c), "iou": iou_from_counts(c), "nsd": s["nsd"]}
+        for m in ("hd95", "hd", "assd"):
+            row[m] = penalty if math.isinf(s[m]) else s[m]
+        row["n_ref"] = float(c.n_ref)
+        row["n_pred"] = float(c.n_pred)
+        out[name] = row
+    return out

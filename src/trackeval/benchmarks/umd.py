@@ -1,0 +1,281 @@
+"""UMD: 13-organ segmentation on paired PET vs CT/MRI scans of the same subjects.
+
+Inputs: ``GT_DIR/manifest.csv`` (``case_id,subject_id,modality`` + optional ``site``, ``scanner`` and free
+group columns; modality in {ct, mri, pet}), ``GT_DIR/<case_id>.nii.gz`` and ``PRED_DIR/<case_id>.nii.gz``
+integer label maps on the same grid. Per case x organ: dsc (primary), nsd@tolerance, hd95 (+ iou, hd, assd
+in the per-case records).
+
+Aggregates (metric m in dsc, nsd, hd95): ``umd/m`` = mean over organs of the per-organ means (nnU-Net
+``foreground_mean``), ``umd/m/by_organ/<organ>``, ``umd/m/by_modality/<mod>`` and
+``umd/m/by_modality/<mod>/by_organ/<organ>``; case-level bootstrap CIs on the headline, per-organ and
+per-modality keys. Paired modality gap ``umd/dsc_gap/<a>_vs_<b>`` (+ ``/by_organ/<organ>``): per subject
+and organ ``dsc(a) - dsc(b)`` (a subject's cases of one modality are averaged first), bootstrapped over
+subjects.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import warnings
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from trackeval import __version__
+from trackeval.benchmarks.segmentation import present_labels, score_segmentation
+from trackeval.config import EvalConfig, UMDConfig
+from trackeval.engine.executors import map_cases
+from trackeval.errors import InputError
+from trackeval.io.nifti import LabelVolume, check_same_grid, read_label_map
+from trackeval.io.paths import check_case_id, resolve_inside
+from trackeval.io.tables import read_csv_rows
+from trackeval.metrics.overlap import confusion_matrix
+from trackeval.results import BenchmarkResult, CaseRecord, DataInfo, MetricSummary, metric_key
+from trackeval.stats.bootstrap import bootstrap_means
+
+log = logging.getLogger(__name__)
+
+NAME = "umd"
+MODALITIES = ("ct", "mri", "pet")
+AGG_METRICS = ("dsc", "nsd", "hd95")
+SUFFIX = ".nii.gz"
+
+
+@dataclass(frozen=True)
+class UMDCase:
+    """One manifest row with its resolved files (``pred_path`` None when the prediction is missing)."""
+
+    case_id: str
+    subject_id: str
+    modality: str
+    groups: dict[str, str]
+    truth_path: Path
+    pred_path: Path | None
+
+
+@dataclass(frozen=True)
+class _Job:
+    case: UMDCase
+    config: UMDConfig
+
+
+@dataclass(frozen=True)
+class _Scored:
+    record: CaseRecord
+    truth_digest: str
+    pred_digest: str
+
+
+def load_cases(gt_dir: Path, pred_dir: Path) -> tuple[list[UMDCase], list[str], str]:
+    """Validate the manifest and the folders; return cases, extra prediction file names, manifest sha256.
+
+    Raises :class:`InputError` for a missing/empty manifest, a missing column, an unknown modality,
+    duplicate or unsafe case ids, a missing truth file or a path escaping the data root. A missing
+    prediction is not an error (the case gets status ``missing_prediction``); a prediction without a
+    manifest row is a warning.
+    """
+    manifest = gt_dir / "manifest.csv"
+    if not gt_dir.is_dir():
+        raise InputError("ground-truth folder not found", file=str(gt_dir))
+    if not pred_dir.is_dir():
+        raise InputError("predictions folder not found", file=str(pred_dir))
+    rows = read_csv_rows(manifest, required=("case_id", "subject_id", "modality"))
+    cases: list[UMDCase] = []
+    seen: set[str] = set()
+    for line, row in enumerate(rows, start=2):
+        case_id = check_case_id(row["case_id"], file=str(manifest))
+        if case_id in seen:
+            raise InputError(f"duplicate case id on line {line}", file=str(manifest), case_id=case_id, field="case_id")
+        seen.add(case_id)
+        if not row["subject_id"]:
+            raise InputError("empty subject_id", file=str(manifest), case_id=case_id, field="subject_id")
+        modality = row["modality"].lower()
+        if modality not in MODALITIES:
+            raise InputError(
+                f"unknown modality {row['modality']!r}; expected one of {list(MODALITIES)}",
+                file=str(manifest),
+                case_id=case_id,
+                field="modality",
+            )
+        groups = {k: v for k, v in row.items() if k not in ("case_id", "subject_id", "modality") and v}
+        truth = resolve_inside(gt_dir, case_id + SUFFIX, case_id=case_id)
+        if not truth.is_file():
+            raise InputError("ground-truth label map not found", file=str(truth), case_id=case_id)
+        pred = resolve_inside(pred_dir, case_id + SUFFIX, case_id=case_id)
+        cases.append(
+            UMDCase(case_id, row["subject_id"], modality, {"modality": modality, **groups}, truth,
+                    pred if pred.is_file() else None)
+        )
+    extra = sorted(p.name for p in pred_dir.glob("*" + SUFFIX) if p.name[: -len(SUFFIX)] not in seen)
+    return cases, extra, hashlib.sha256(manifest.read_bytes()).hexdigest()
+
+
+def _check_label_ids(found: set[int], allowed: set[int], vol: LabelVolume, case_id: str, role: str) -> None:
+    unknown = sorted(found - allowed)
+    if unknown:
+        raise InputError(
+            f"{role} holds label id(s) {unknown[:10]} that are not in the label map (umd.labels)",
+            file=vol.path,
+            case_id=case_id,
+            field="voxel values",
+        )
+
+
+def score_case(job: _Job) -> _Scored:
+    """Read, validate and score one case (runs in a worker; only the small record travels back)."""
+    case, cfg = job.case, job.config
+    truth = read_label_map(case.truth_path, case_id=case.case_id)
+    if case.pred_path is None:
+        pred_array = np.zeros_like(truth.array) if cfg.missing_prediction == "worst" else None
+        pred_digest = "missing"
+    else:
+        pred = read_label_map(case.pred_path, case_id=case.case_id)
+        check_same_grid(truth, pred, case_id=case.case_id, tolerance=cfg.geometry_tolerance)
+        pred_array, pred_digest = pred.array, pred.digest
+    allowed = {i for ids in cfg.labels.values() for i in ((ids,) if isinstance(ids, int) else ids)}
+    if pred_array is None:
+        metrics: dict[str, dict[str, float]] = {name: {} for name in cfg.labels}
+    else:
+        cm = confusion_matrix(pred_array, truth.array)
+        in_truth, in_pred = present_labels(*cm)
+        _check_label_ids(in_truth, allowed, truth, case.case_id, "ground truth")
+        if case.pred_path is not None:
+            _check_label_ids(in_pred, allowed, pred, case.case_id, "prediction")
+        metrics = score_segmentation(
+            truth.array,
+            pred_array,
+            truth.spacing,
+            dict(cfg.labels),
+            nsd_tolerance_mm=cfg.nsd_tolerance_mm,
+            hd_percentile=cfg.hd_percentile,
+            hd_empty_penalty=cfg.hd_empty_penalty,
+            confusion=cm,
+        )
+    missing = case.pred_path is None
+    record = CaseRecord(
+        case_id=case.case_id,
+        subject_id=case.subject_id,
+        groups=case.groups,
+        metrics=metrics,
+        status="missing_prediction" if missing else "ok",
+        message=f"no prediction file; scored by policy '{cfg.missing_prediction}'" if missing else "",
+    )
+    return _Scored(record, truth.digest, pred_digest)
+
+
+def _seed(base: int, group: str) -> tuple[int, int]:
+    return (base, zlib.crc32(group.encode()))
+
+
+def _matrix(records: list[CaseRecord], organs: list[str], metric: str) -> np.ndarray:
+    out = np.full((len(records), len(organs)), np.nan)
+    for i, r in enumerate(records):
+        for j, organ in enumerate(organs):
+            v = r.metrics.get(organ, {}).get(metric)
+            if v is not None:
+                out[i, j] = v
+    return out
+
+
+def _summaries(
+    prefix: str, values: np.ndarray, organs: list[str], cfg: EvalConfig, group: str, by_organ_ci: bool
+) -> dict[str, MetricSummary]:
+    """Headline (mean over organs) and per-organ summaries of a (units x organs) matrix."""
+    b = cfg.bootstrap
+    ci = bootstrap_means(values, b.n_resamples, _seed(b.seed, group), b.confidence)
+    n = values.shape[0]
+    out = {prefix: MetricSummary(value=ci.overall, ci95_low=ci.overall_low, ci95_high=ci.overall_high, n=n,
+                                 n_valid=int(ci.n_valid.sum()))}
+    for j, organ in enumerate(organs):
+        out[metric_key(prefix, "by_organ", organ)] = MetricSummary(
+            value=float(ci.value[j]),
+            ci95_low=float(ci.low[j]) if by_organ_ci else None,
+            ci95_high=float(ci.high[j]) if by_organ_ci else None,
+            n=n,
+            n_valid=int(ci.n_valid[j]),
+        )
+    return out
+
+
+def _paired_gap(records: list[CaseRecord], organs: list[str], a: str, b: str) -> np.ndarray:
+    """(subjects with both modalities x organs) matrix of dsc(a) - dsc(b); NaN where either is NaN."""
+    dsc = _matrix(records, organs, "dsc")
+    per: dict[str, dict[str, list[np.ndarray]]] = {}
+    for r, row in zip(records, dsc, strict=True):
+        per.setdefault(r.subject_id, {}).setdefault(r.groups["modality"], []).append(row)
+    rows = []
+    for subject in sorted(per):
+        mods = per[subject]
+        if a in mods and b in mods:
+            with warnings.catch_warnings():  # all-NaN organ columns: mean of nothing is NaN, as intended
+                warnings.simplefilter("ignore", RuntimeWarning)
+                rows.append(np.nanmean(mods[a], axis=0) - np.nanmean(mods[b], axis=0))
+    return np.array(rows).reshape(len(rows), len(organs))
+
+
+def aggregate(records: list[CaseRecord], cfg: EvalConfig) -> dict[str, MetricSummary]:
+    """Every UMD aggregate key (see the module docstring)."""
+    organs = list(cfg.umd.labels)
+    modalities = [m for m in MODALITIES if any(r.groups["modality"] == m for r in records)]
+    out: dict[str, MetricSummary] = {}
+    for metric in AGG_METRICS:
+        values = _matrix(records, organs, metric)
+        out.update(_summaries(metric_key(NAME, metric), values, organs, cfg, "all", by_organ_ci=True))
+        for mod in modalities:
+            rows = [i for i, r in enumerate(records) if r.groups["modality"] == mod]
+            sub = _summaries(
+                metric_key(NAME, metric, "by_modality", mod), values[rows], organs, cfg, f"modality={mod}", False
+            )
+            head = metric_key(NAME, metric, "by_modality", mod)
+            out.update(sub)
+            out[head] = sub[head]
+    for a, b in cfg.umd.modality_pairs:
+        gap = _paired_gap(records, organs, a, b)
+        if len(gap):
+            key = metric_key(NAME, "dsc_gap", f"{a}_vs_{b}")
+            out.update(_summaries(key, gap, organs, cfg, f"gap={a}_vs_{b}", by_organ_ci=True))
+    return out
+
+
+def _digest(lines: list[str]) -> str:
+    return hashlib.sha256("\n".join(lines).encode()).hexdigest()
+
+
+def evaluate(gt_dir: Path, pred_dir: Path, cfg: EvalConfig, model: dict[str, str] | None = None) -> BenchmarkResult:
+    """Run the UMD benchmark end to end and return the results object (no files written)."""
+    cases, extra, manifest_digest = load_cases(gt_dir, pred_dir)
+    notes = [f"{len(extra)} prediction(s) without a manifest row ignored: {', '.join(extra[:10])}"] if extra else []
+    for note in notes:
+        log.warning(note)
+    scored = map_cases(score_case, [_Job(c, cfg.umd) for c in cases], cfg.engine, "UMD cases")
+    records = [s.record for s in scored]
+    gt_digest = _digest([f"manifest:{manifest_digest}"] + [f"{s.record.case_id}:{s.truth_digest}" for s in scored])
+    pred_digest = _digest([f"{s.record.case_id}:{s.pred_digest}" for s in scored])
+    n_missing = sum(r.status == "missing_prediction" for r in records)
+    config = cfg.model_dump(mode="json", include={"bootstrap", "umd"})
+    return BenchmarkResult(
+        benchmark=NAME,
+        model=model or {},
+        config=config,
+        config_digest=_digest([json.dumps(config, sort_keys=True)]),
+        trackeval_version=__version__,
+        data=DataInfo(
+            digest=_digest([gt_digest, pred_digest]),
+            ground_truth_digest=gt_digest,
+            predictions_digest=pred_digest,
+            n_cases=len(records),
+        ),
+        summary={
+            "n_cases": len(records),
+            "n_missing_predictions": n_missing,
+            "n_extra_predictions": len(extra),
+        },
+        warnings=notes,
+        cases=records,
+        aggregates=aggregate(records, cfg),
+        item_kind="organ",
+    )

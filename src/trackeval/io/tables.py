@@ -1,0 +1,47 @@
+"""CSV manifests: UTF-8 (BOM tolerated), a header row, one case per row, validated up front."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+from trackeval.errors import InputError
+
+
+def read_csv_rows(path: Path, required: tuple[str, ...]) -> list[dict[str, str]]:
+    """Read a CSV file into ``{column: stripped value}`` rows.
+
+    Raises :class:`InputError` naming the file (and line/column) for a missing or unreadable file, a
+    non-UTF-8 encoding, a missing required column, a ragged row, or a file without data rows.
+    """
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except FileNotFoundError as exc:
+        raise InputError("file not found", file=str(path)) from exc
+    except UnicodeDecodeError as exc:
+        raise InputError(f"not UTF-8 text ({exc.reason} at byte {exc.start})", file=str(path)) from exc
+    except OSError as exc:
+        raise InputError(f"cannot read file: {exc.strerror or exc}", file=str(path)) from exc
+    try:
+        reader = csv.reader(text.splitlines())
+        header = [h.strip() for h in next(reader, [])]
+        rows = [(i, r) for i, r in enumerate(reader, start=2) if any(c.strip() for c in r)]
+    except csv.Error as exc:
+        raise InputError(f"malformed CSV: {exc}", file=str(path)) from exc
+    if not header or not any(header):
+        raise InputError("empty file: no header row", file=str(path))
+    missing = [c for c in required if c not in header]
+    if missing:
+        raise InputError(f"missing required column(s) {missing}; found {header}", file=str(path), field=missing[0])
+    if len(set(header)) != len(header):
+        raise InputError(f"duplicate column names in header {header}", file=str(path))
+    if not rows:
+        raise InputError("no data rows (the manifest is empty)", file=str(path))
+    out = []
+    for line, row in rows:
+        if len(row) != len(header):
+            raise InputError(
+                f"line {line} has {len(row)} fields, the header has {len(header)}", file=str(path), field=f"line {line}"
+            )
+        out.append({h: c.strip() for h, c in zip(header, row, strict=True)})
+    return out

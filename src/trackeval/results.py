@@ -1,0 +1,130 @@
+"""The results contract: per-case records and aggregates, the single source for every sink.
+
+Shape (Grand-Challenge / nnU-Net style, see DESIGN.md)::
+
+    {"schema_version", "benchmark", "model", "config", "data": {"digest", ...},
+     "summary": {...counts...}, "warnings": [...],
+     "cases": [{case_id, subject_id, groups, metrics: {item: {metric: value}}, status, message}],
+     "aggregates": {key: {value, ci95_low, ci95_high, n, n_valid}}}
+
+NaN (not applicable, e.g. Dice when both masks are empty) is written as JSON ``null``. Metric keys are
+lowercase ``[a-z0-9_]`` tokens joined by ``/`` (MLflow rejects ``@``; use ``_at_k``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+SCHEMA_VERSION = "1.0"
+
+_KEY = re.compile(r"^[a-z0-9_]+(/[a-z0-9_]+)*$")
+
+CaseStatus = Literal["ok", "missing_prediction"]
+
+
+def metric_key(*tokens: str) -> str:
+    """Join tokens into a metric key, validating each (``metric_key("umd", "dsc", "by_organ", "liver")``)."""
+    key = "/".join(tokens)
+    if not _KEY.match(key):
+        raise ValueError(f"invalid metric key {key!r}: tokens must match [a-z0-9_]+")
+    return key
+
+
+def _nan_to_none(x: float | None) -> float | None:
+    return None if x is None or (isinstance(x, float) and math.isnan(x)) else x
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class CaseRecord(_Model):
+    """One evaluated case. ``metrics`` maps an item (organ, region, target) to ``{metric: value}``."""
+
+    case_id: str
+    subject_id: str
+    groups: dict[str, str] = Field(default_factory=dict)
+    metrics: dict[str, dict[str, float | None]] = Field(default_factory=dict)
+    status: CaseStatus = "ok"
+    message: str = ""
+
+    @field_validator("metrics")
+    @classmethod
+    def _nan_as_null(cls, v: dict[str, dict[str, float | None]]) -> dict[str, dict[str, float | None]]:
+        return {item: {m: _nan_to_none(x) for m, x in vals.items()} for item, vals in v.items()}
+
+
+class MetricSummary(_Model):
+    """An aggregate with its uncertainty. ``n``: cases considered; ``n_valid``: values that were not NaN."""
+
+    value: float | None
+    ci95_low: float | None = None
+    ci95_high: float | None = None
+    n: int
+    n_valid: int
+
+    @field_validator("value", "ci95_low", "ci95_high")
+    @classmethod
+    def _nan_as_null(cls, v: float | None) -> float | None:
+        return _nan_to_none(v)
+
+
+class DataInfo(_Model):
+    """Content digests of the evaluated inputs (sha256 over file bytes, case by case)."""
+
+    digest: str
+    ground_truth_digest: str
+    predictions_digest: str
+    n_cases: int
+
+
+class BenchmarkResult(_Model):
+    """Everything one evaluation produced; sinks (files, MLflow) are fed from this object alone."""
+
+    schema_version: str = SCHEMA_VERSION
+    benchmark: str
+    model: dict[str, str] = Field(default_factory=dict)
+    config: dict[str, Any]
+    config_digest: str
+    trackeval_version: str
+    data: DataInfo
+    item_kind: str = "item"
+    summary: dict[str, int] = Field(default_factory=dict)
+    warnings: list[str] = Field(default_factory=list)
+    cases: list[CaseRecord]
+    aggregates: dict[str, MetricSummary]
+
+    @field_validator("aggregates")
+    @classmethod
+    def _valid_keys(cls, v: dict[str, MetricSummary]) -> dict[str, MetricSummary]:
+        for key in v:
+            if not _KEY.match(key):
+                raise ValueError(f"invalid metric key {key!r}")
+        return v
+
+    def to_json(self) -> str:
+        """Deterministic JSON (sorted keys, no timestamps): same inputs + config -> same bytes."""
+        return json.dumps(self.model_dump(mode="json"), sort_keys=True, indent=1, allow_nan=False) + "\n"
+
+    def flat_metrics(self) -> dict[str, float]:
+        """``{key: value}`` plus ``key/ci95_low``, ``key/ci95_high``, ``key/n_valid`` where a CI exists.
+
+        NaN aggregates (nothing valid) are left out: MLflow charts and ``dvc metrics diff`` want numbers.
+        """
+        flat: dict[str, float] = {}
+        for key, s in sorted(self.aggregates.items()):
+            if s.value is None:
+                continue
+            flat[key] = s.value
+            if s.ci95_low is not None and s.ci95_high is not None:
+                flat[f"{key}/ci95_low"] = s.ci95_low
+                flat[f"{key}/ci95_high"] = s.ci95_high
+                flat[f"{key}/n_valid"] = float(s.n_valid)
+        for name, count in sorted(self.summary.items()):
+            flat[metric_key(self.benchmark, name)] = float(count)
+        return flat

@@ -1,0 +1,46 @@
+"""File sinks: results.json, metrics.json (DVC metrics) and cases.parquet, all written atomically."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from trackeval.errors import OutputError
+from trackeval.io.atomic import atomic_path
+from trackeval.results import BenchmarkResult
+
+RESULTS_JSON = "results.json"
+METRICS_JSON = "metrics.json"
+CASES_PARQUET = "cases.parquet"
+
+
+def cases_frame(result: BenchmarkResult) -> pd.DataFrame:
+    """One row per case x item (organ, region, ...): ids, status, group columns and every per-item metric."""
+    rows = []
+    group_cols = sorted({g for c in result.cases for g in c.groups})
+    for case in result.cases:
+        base = {"case_id": case.case_id, "subject_id": case.subject_id, "status": case.status}
+        base.update({g: case.groups.get(g) for g in group_cols})
+        for item, metrics in case.metrics.items():
+            rows.append({**base, result.item_kind: item, **metrics})
+    return pd.DataFrame(rows)
+
+
+def write_outputs(result: BenchmarkResult, out_dir: Path) -> dict[str, Path]:
+    """Write the three files into ``out_dir``: all are renamed into place only once all were written,
+    so a failure (disk full, read-only folder) leaves no partial set. Returns their paths."""
+    paths = {name: out_dir / name for name in (RESULTS_JSON, METRICS_JSON, CASES_PARQUET)}
+    metrics = json.dumps(result.flat_metrics(), sort_keys=True, indent=1, allow_nan=False) + "\n"
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        with contextlib.ExitStack() as stack:
+            tmp = {name: stack.enter_context(atomic_path(path)) for name, path in paths.items()}
+            cases_frame(result).to_parquet(tmp[CASES_PARQUET], index=False)
+            tmp[METRICS_JSON].write_text(metrics, encoding="utf-8")
+            tmp[RESULTS_JSON].write_text(result.to_json(), encoding="utf-8")
+    except OSError as exc:
+        raise OutputError(f"cannot write the outputs to {out_dir}: {exc.strerror or exc}") from exc
+    return paths

@@ -1,0 +1,49 @@
+from pathlib import Path
+
+import pytest
+
+from trackeval.config import UMD_ORGANS, EvalConfig, load_config
+from trackeval.errors import ConfigError
+
+
+def test_default_umd_label_map_is_the_13_organs_in_order():
+    labels = EvalConfig().umd.labels
+    assert list(labels) == list(UMD_ORGANS)
+    assert list(labels.values()) == list(range(1, 14))
+    assert UMD_ORGANS[0] == "liver" and UMD_ORGANS[-1] == "stomach" and len(UMD_ORGANS) == 13
+
+
+def test_file_and_overrides(tmp_path: Path):
+    f = tmp_path / "params.yaml"
+    f.write_text("umd:\n  nsd_tolerance_mm: 2.0\n  labels: {liver: 1, kidneys: [2, 3]}\nbootstrap: {seed: 4}\n")
+    cfg = load_config(f, ["umd.hd_percentile=90", "engine.executor=local"])
+    assert cfg.umd.nsd_tolerance_mm == 2.0 and cfg.umd.hd_percentile == 90.0
+    assert cfg.umd.labels == {"liver": 1, "kidneys": (2, 3)}
+    assert cfg.bootstrap.seed == 4 and cfg.engine.executor == "local"
+    assert cfg.digest() != EvalConfig().digest()
+
+
+@pytest.mark.parametrize(
+    ("override", "needle"),
+    [
+        ("umd.nsd_tolerance_mm=-1", "umd.nsd_tolerance_mm"),
+        ("umd.labels={Liver: 1}", "umd.labels"),
+        ("umd.labels={a: 1, b: 1}", "used by both"),
+        ("umd.labels={a: 0}", "must be > 0"),
+        ("umd.typo=3", "umd.typo"),
+        ("bootstrap.n_resamples=0", "bootstrap.n_resamples"),
+        ("novalue", "key=value"),
+    ],
+)
+def test_invalid_config_names_the_field(override: str, needle: str):
+    with pytest.raises(ConfigError, match=needle.replace(".", r"\.")):
+        load_config(None, [override])
+
+
+def test_unreadable_config_file(tmp_path: Path):
+    with pytest.raises(ConfigError, match="cannot read config file"):
+        load_config(tmp_path / "nope.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("- a list\n")
+    with pytest.raises(ConfigError, match="mapping"):
+        load_config(bad)
