@@ -112,8 +112,10 @@ class BenchmarkResult(_Model):
         return json.dumps(self.model_dump(mode="json"), sort_keys=True, indent=1, allow_nan=False) + "\n"
 
     def flat_metrics(self) -> dict[str, float]:
-        """``{key: value}`` plus ``key/ci95_low``, ``key/ci95_high``, ``key/n_valid`` where a CI exists.
+        """``{key: value}`` plus ``key/ci95_low``, ``key/ci95_high``, ``key/n_valid`` siblings.
 
+        Siblings are emitted for headline and single-breakdown keys; nested breakdowns
+        (``.../by_a/x/by_b/y``) keep their CI in results.json only, so a run stays at a few hundred keys.
         NaN aggregates (nothing valid) are left out: MLflow charts and ``dvc metrics diff`` want numbers.
         """
         flat: dict[str, float] = {}
@@ -121,7 +123,7 @@ class BenchmarkResult(_Model):
             if s.value is None:
                 continue
             flat[key] = s.value
-            if s.ci95_low is not None and s.ci95_high is not None:
+            if s.ci95_low is not None and s.ci95_high is not None and key.count("/by_") < 2:
                 flat[f"{key}/ci95_low"] = s.ci95_low
                 flat[f"{key}/ci95_high"] = s.ci95_high
                 flat[f"{key}/n_valid"] = float(s.n_valid)

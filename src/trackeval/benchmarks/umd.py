@@ -181,9 +181,7 @@ def _matrix(records: list[CaseRecord], organs: list[str], metric: str) -> np.nda
     return out
 
 
-def _summaries(
-    prefix: str, values: np.ndarray, organs: list[str], cfg: EvalConfig, group: str, by_organ_ci: bool
-) -> dict[str, MetricSummary]:
+def _summaries(prefix: str, values: np.ndarray, organs: list[str], cfg: EvalConfig, group: str) -> dict[str, MetricSummary]:
     """Headline (mean over organs) and per-organ summaries of a (units x organs) matrix."""
     b = cfg.bootstrap
     ci = bootstrap_means(values, b.n_resamples, _seed(b.seed, group), b.confidence)
@@ -193,8 +191,8 @@ def _summaries(
     for j, organ in enumerate(organs):
         out[metric_key(prefix, "by_organ", organ)] = MetricSummary(
             value=float(ci.value[j]),
-            ci95_low=float(ci.low[j]) if by_organ_ci else None,
-            ci95_high=float(ci.high[j]) if by_organ_ci else None,
+            ci95_low=float(ci.low[j]),
+            ci95_high=float(ci.high[j]),
             n=n,
             n_valid=int(ci.n_valid[j]),
         )
@@ -224,20 +222,17 @@ def aggregate(records: list[CaseRecord], cfg: EvalConfig) -> dict[str, MetricSum
     out: dict[str, MetricSummary] = {}
     for metric in AGG_METRICS:
         values = _matrix(records, organs, metric)
-        out.update(_summaries(metric_key(NAME, metric), values, organs, cfg, "all", by_organ_ci=True))
+        out.update(_summaries(metric_key(NAME, metric), values, organs, cfg, "all"))
         for mod in modalities:
             rows = [i for i, r in enumerate(records) if r.groups["modality"] == mod]
-            sub = _summaries(
-                metric_key(NAME, metric, "by_modality", mod), values[rows], organs, cfg, f"modality={mod}", False
+            out.update(
+                _summaries(metric_key(NAME, metric, "by_modality", mod), values[rows], organs, cfg, f"modality={mod}")
             )
-            head = metric_key(NAME, metric, "by_modality", mod)
-            out.update(sub)
-            out[head] = sub[head]
     for a, b in cfg.umd.modality_pairs:
         gap = _paired_gap(records, organs, a, b)
         if len(gap):
             key = metric_key(NAME, "dsc_gap", f"{a}_vs_{b}")
-            out.update(_summaries(key, gap, organs, cfg, f"gap={a}_vs_{b}", by_organ_ci=True))
+            out.update(_summaries(key, gap, organs, cfg, f"gap={a}_vs_{b}"))
     return out
 
 
