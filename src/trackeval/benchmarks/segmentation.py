@@ -18,7 +18,13 @@ import math
 
 import numpy as np
 
-from trackeval.metrics.overlap import Label, confusion_matrix, counts_from_matrix, dice_from_counts, iou_from_counts
+from trackeval.metrics.overlap import (
+    Label,
+    confusion_matrix,
+    counts_from_matrix,
+    dice_from_counts,
+    iou_from_counts,
+)
 from trackeval.metrics.surface import surface_metrics
 
 #: Per-item metrics every segmentation record carries (units: Dice/IoU/NSD in [0, 1], distances in mm).
@@ -58,7 +64,12 @@ def score_segmentation(
     values, matrix = confusion if confusion is not None else confusion_matrix(pred, truth)
     counts = counts_from_matrix(values, matrix, list(labels.values()))
     surf = surface_metrics(
-        pred, truth, spacing, labels=list(labels.values()), tolerance_mm=nsd_tolerance_mm, percentile=hd_percentile
+        pred,
+        truth,
+        spacing,
+        labels=list(labels.values()),
+        tolerance_mm=nsd_tolerance_mm,
+        percentile=hd_percentile,
     )
     penalty = distance_penalty(truth.shape, spacing, hd_empty_penalty)
     out: dict[str, dict[str, float]] = {}

@@ -89,7 +89,9 @@ def load_cases(gt_dir: Path, pred_dir: Path) -> tuple[list[UMDCase], list[str], 
     for line, row in enumerate(rows, start=2):
         case_id = check_case_id(row["case_id"], file=str(manifest))
         if case_id in seen:
-            raise InputError(f"duplicate case id on line {line}", file=str(manifest), case_id=case_id, field="case_id")
+            raise InputError(
+                f"duplicate case id on line {line}", file=str(manifest), case_id=case_id, field="case_id"
+            )
         seen.add(case_id)
         if not row["subject_id"]:
             raise InputError("empty subject_id", file=str(manifest), case_id=case_id, field="subject_id")
@@ -107,8 +109,14 @@ def load_cases(gt_dir: Path, pred_dir: Path) -> tuple[list[UMDCase], list[str], 
             raise InputError("ground-truth label map not found", file=str(truth), case_id=case_id)
         pred = resolve_inside(pred_dir, case_id + SUFFIX, case_id=case_id)
         cases.append(
-            UMDCase(case_id, row["subject_id"], modality, {"modality": modality, **groups}, truth,
-                    pred if pred.is_file() else None)
+            UMDCase(
+                case_id,
+                row["subject_id"],
+                modality,
+                {"modality": modality, **groups},
+                truth,
+                pred if pred.is_file() else None,
+            )
         )
     extra = sorted(p.name for p in pred_dir.glob("*" + SUFFIX) if p.name[: -len(SUFFIX)] not in seen)
     return cases, extra, hashlib.sha256(manifest.read_bytes()).hexdigest()
@@ -181,13 +189,22 @@ def _matrix(records: list[CaseRecord], organs: list[str], metric: str) -> np.nda
     return out
 
 
-def _summaries(prefix: str, values: np.ndarray, organs: list[str], cfg: EvalConfig, group: str) -> dict[str, MetricSummary]:
+def _summaries(
+    prefix: str, values: np.ndarray, organs: list[str], cfg: EvalConfig, group: str
+) -> dict[str, MetricSummary]:
     """Headline (mean over organs) and per-organ summaries of a (units x organs) matrix."""
     b = cfg.bootstrap
     ci = bootstrap_means(values, b.n_resamples, _seed(b.seed, group), b.confidence)
     n = values.shape[0]
-    out = {prefix: MetricSummary(value=ci.overall, ci95_low=ci.overall_low, ci95_high=ci.overall_high, n=n,
-                                 n_valid=int(ci.n_valid.sum()))}
+    out = {
+        prefix: MetricSummary(
+            value=ci.overall,
+            ci95_low=ci.overall_low,
+            ci95_high=ci.overall_high,
+            n=n,
+            n_valid=int(ci.n_valid.sum()),
+        )
+    }
     for j, organ in enumerate(organs):
         out[metric_key(prefix, "by_organ", organ)] = MetricSummary(
             value=float(ci.value[j]),
@@ -226,7 +243,9 @@ def aggregate(records: list[CaseRecord], cfg: EvalConfig) -> dict[str, MetricSum
         for mod in modalities:
             rows = [i for i, r in enumerate(records) if r.groups["modality"] == mod]
             out.update(
-                _summaries(metric_key(NAME, metric, "by_modality", mod), values[rows], organs, cfg, f"modality={mod}")
+                _summaries(
+                    metric_key(NAME, metric, "by_modality", mod), values[rows], organs, cfg, f"modality={mod}"
+                )
             )
     for a, b in cfg.umd.modality_pairs:
         gap = _paired_gap(records, organs, a, b)
@@ -240,15 +259,23 @@ def _digest(lines: list[str]) -> str:
     return hashlib.sha256("\n".join(lines).encode()).hexdigest()
 
 
-def evaluate(gt_dir: Path, pred_dir: Path, cfg: EvalConfig, model: dict[str, str] | None = None) -> BenchmarkResult:
+def evaluate(
+    gt_dir: Path, pred_dir: Path, cfg: EvalConfig, model: dict[str, str] | None = None
+) -> BenchmarkResult:
     """Run the UMD benchmark end to end and return the results object (no files written)."""
     cases, extra, manifest_digest = load_cases(gt_dir, pred_dir)
-    notes = [f"{len(extra)} prediction(s) without a manifest row ignored: {', '.join(extra[:10])}"] if extra else []
+    notes = (
+        [f"{len(extra)} prediction(s) without a manifest row ignored: {', '.join(extra[:10])}"]
+        if extra
+        else []
+    )
     for note in notes:
         log.warning(note)
     scored = map_cases(score_case, [_Job(c, cfg.umd) for c in cases], cfg.engine, "UMD cases")
     records = [s.record for s in scored]
-    gt_digest = _digest([f"manifest:{manifest_digest}"] + [f"{s.record.case_id}:{s.truth_digest}" for s in scored])
+    gt_digest = _digest(
+        [f"manifest:{manifest_digest}"] + [f"{s.record.case_id}:{s.truth_digest}" for s in scored]
+    )
     pred_digest = _digest([f"{s.record.case_id}:{s.pred_digest}" for s in scored])
     n_missing = sum(r.status == "missing_prediction" for r in records)
     config = cfg.model_dump(mode="json", include={"bootstrap", "umd"})

@@ -32,7 +32,9 @@ def read_csv_rows(path: Path, required: tuple[str, ...]) -> list[dict[str, str]]
         raise InputError("empty file: no header row", file=str(path))
     missing = [c for c in required if c not in header]
     if missing:
-        raise InputError(f"missing required column(s) {missing}; found {header}", file=str(path), field=missing[0])
+        raise InputError(
+            f"missing required column(s) {missing}; found {header}", file=str(path), field=missing[0]
+        )
     if len(set(header)) != len(header):
         raise InputError(f"duplicate column names in header {header}", file=str(path))
     if not rows:
@@ -41,7 +43,9 @@ def read_csv_rows(path: Path, required: tuple[str, ...]) -> list[dict[str, str]]
     for line, row in rows:
         if len(row) != len(header):
             raise InputError(
-                f"line {line} has {len(row)} fields, the header has {len(header)}", file=str(path), field=f"line {line}"
+                f"line {line} has {len(row)} fields, the header has {len(header)}",
+                file=str(path),
+                field=f"line {line}",
             )
         out.append({h: c.strip() for h, c in zip(header, row, strict=True)})
     return out
