@@ -1,0 +1,321 @@
+"""Multi-label overlap metrics (Dice, IoU) from one confusion pass over two label maps.
+
+Every per-label and per-region count derives from a single ``K x K`` confusion matrix over the ``K`` distinct
+values of the two maps, built in one chunked pass: each voxel is encoded as ``truth * L + pred`` in a small
+integer dtype (numpy, in place) and the codes are histogrammed with ``torch.bincount`` on CPU, ~20x faster
+than ``np.bincount``. Every step runs on the calling thread (torch calls are kept below torch's parallel
+grain size), so the kernel does not slow down when other workers keep the cores busy: multi-threaded torch
+calls made it 13-30x slower on a busy 2-core machine. No per-label boolean masks are built, so the cost does
+not grow with the number of labels, and the peak extra memory is one chunk plus the histograms (plus one
+copy of an input whose memory order differs from the other's, see :func:`confusion_matrix`).
+
+Empty policy (nnU-Net convention), with ``TP``/``FP``/``FN`` the voxel counts of one label or region:
+
+* ``TP + FP + FN == 0`` (label absent from both maps): Dice and IoU are **NaN** ("not applicable"; aggregate
+  with ``nanmean``);
+* prediction non-empty on empty truth (false positive organ): **0.0**;
+* truth non-empty, prediction empty (missed organ): **0.0**.
+
+MONAI's ``DiceMetric``/``MeanIoU`` with ``ignore_empty=True`` differ in the second case: they return NaN
+whenever the truth is empty, so a hallucinated organ goes unpunished there; here it scores 0.0.
+
+A label is an ``int`` or a tuple of ints (an nnU-Net style region: the union of those ids, e.g. ``(1, 2)``
+for "kidney incl. tumour"). Label ``0`` is the background; it is never reported unless asked for explicitly.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+Label = int | tuple[int, ...]
+
+#: Voxels per chunk of the confusion pass (2**19 measured fastest on CPU: the chunk stays in cache).
+CHUNK = 1 << 19
+#: torch runs an op on the calling thread alone when it has at most this many elements (its intra-op grain
+#: size). A bigger torch.bincount opens an OpenMP region, which costs milliseconds per call when other
+#: processes keep the cores busy (measured: 9 ms instead of 28 us for 2**16 elements, 2 busy cores).
+_TORCH_SERIAL = 1 << 15
+#: Above this label value, compaction maps values with ``searchsorted`` instead of a lookup table.
+_MAX_LUT = 1 << 22
+
+
+@dataclass(frozen=True)
+class LabelCounts:
+    """Voxel counts of one label or region.
+
+    Attributes:
+        tp: voxels in both the truth and the prediction.
+        fp: voxels in the prediction only.
+        fn: voxels in the truth only.
+        n_pred: voxels in the prediction (``tp + fp``).
+        n_ref: voxels in the truth (``tp + fn``).
+    """
+
+    tp: int
+    fp: int
+    fn: int
+    n_pred: int
+    n_ref: int
+
+    @property
+    def dice(self) -> float:
+        """Dice coefficient; see :func:`dice_from_counts` for the empty policy."""
+        return dice_from_counts(self)
+
+    @property
+    def iou(self) -> float:
+        """Intersection over union (Jaccard); see :func:`iou_from_counts` for the empty policy."""
+        return iou_from_counts(self)
+
+
+def dice_from_counts(c: LabelCounts) -> float:
+    """Dice ``2 TP / (2 TP + FP + FN)``.
+
+    Returns NaN when ``TP + FP + FN == 0`` (absent from both maps) and 0.0 when exactly one side is empty.
+    """
+    if c.tp + c.fp + c.fn == 0:
+        return math.nan
+    return 2.0 * c.tp / (2 * c.tp + c.fp + c.fn)
+
+
+def iou_from_counts(c: LabelCounts) -> float:
+    """IoU ``TP / (TP + FP + FN)``.
+
+    Returns NaN when ``TP + FP + FN == 0`` (absent from both maps) and 0.0 when exactly one side is empty.
+    """
+    union = c.tp + c.fp + c.fn
+    return math.nan if union == 0 else c.tp / union
+
+
+def _check_map(name: str, a: np.ndarray) -> None:
+    if a.dtype != np.bool_ and not np.issubdtype(a.dtype, np.integer):
+        raise TypeError(
+            f"{name} has dtype {a.dtype}; overlap metrics need integer or bool label maps. Convert it first, "
+            f"e.g. np.rint({name}).astype(np.int32) after checking the values are whole numbers."
+        )
+    if a.size == 0:
+        return
+    if a.dtype.kind == "i" and a.min() < 0:
+        raise ValueError(f"{name} contains negative label values (min {a.min()}); labels must be >= 0.")
+    if a.dtype == np.uint64 and a.max() > np.iinfo(np.int64).max:
+        raise ValueError(f"{name} contains label values above the int64 maximum ({np.iinfo(np.int64).max}).")
+
+
+def _validate(pred: np.ndarray, truth: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    pred, truth = np.asarray(pred), np.asarray(truth)
+    if pred.shape != truth.shape:
+        raise ValueError(
+            f"pred and truth must have identical shapes, got pred {pred.shape} and truth {truth.shape}."
+        )
+    _check_map("pred", pred)
+    _check_map("truth", truth)
+    return pred, truth
+
+
+def _flat_pair(truth: np.ndarray, pred: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Ravel both maps in the same element order: views when both are C- or both Fortran-contiguous."""
+    if truth.flags.c_contiguous and pred.flags.c_contiguous:
+        order = "C"
+    elif truth.flags.f_contiguous and pred.flags.f_contiguous:
+        order = "F"  # typical for nibabel
+    else:  # copy the smaller map (or both if neither is contiguous) into the bigger one's order
+        big = truth if truth.nbytes >= pred.nbytes else pred
+        order = "F" if big.flags.f_contiguous and not big.flags.c_contiguous else "C"
+    return truth.ravel(order=order), pred.ravel(order=order)
+
+
+def _histogram(ft: np.ndarray, fp: np.ndarray, n_bins: int, encode: Callable) -> np.ndarray:
+    """Histogram of ``encode(truth_chunk, pred_chunk)`` codes over all chunks, int64 of length ``n_bins``."""
+    hist = np.zeros(n_bins, dtype=np.int64)
+    for s in range(0, ft.size, CHUNK):
+        code = encode(ft[s : s + CHUNK], fp[s : s + CHUNK])
+        if n_bins <= _TORCH_SERIAL:  # the common case: ~20x faster than np.bincount
+            tc = torch.from_numpy(code)
+            for u in range(0, code.size, _TORCH_SERIAL):
+                hist += torch.bincount(tc[u : u + _TORCH_SERIAL], minlength=n_bins).numpy()
+        elif n_bins <= CHUNK:
+            hist += np.bincount(code, minlength=n_bins)
+        else:  # many bins: a dense per-chunk histogram would cost more than the chunk itself
+            bins, counts = np.unique(code, return_counts=True)
+            hist[bins] += counts
+    return hist
+
+
+def _present_values(ft: np.ndarray, fp: np.ndarray, vmax: int) -> np.ndarray:
+    """Sorted distinct values of both flat maps (int64)."""
+    if vmax < _MAX_LUT:  # scatter into a presence table: O(n), no sort
+        seen = np.zeros(vmax + 1, dtype=bool)
+        for f in (ft, fp):
+            for s in range(0, f.size, CHUNK):
+                seen[f[s : s + CHUNK]] = True
+        return np.flatnonzero(seen).astype(np.int64)
+    # int64 per part: concatenating uint64 with int64 parts would go through float64 and merge large ids
+    parts = [np.unique(f[s : s + CHUNK]).astype(np.int64) for f in (ft, fp) for s in range(0, f.size, CHUNK)]
+    return np.unique(np.concatenate(parts))
+
+
+def confusion_matrix(pred: np.ndarray, truth: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Multi-class confusion matrix of two label maps in one pass.
+
+    Args:
+        pred: predicted label map, any shape, integer or bool dtype, values >= 0.
+        truth: reference label map of the same shape, integer or bool dtype, values >= 0.
+
+    Returns:
+        ``(values, matrix)``: ``values`` is the sorted int64 array of the ``K`` distinct values present
+        in either map (including 0 when present); ``matrix`` is ``(K, K)`` int64 with ``matrix[i, j]`` =
+        number of voxels where ``truth == values[i]`` and ``pred == values[j]`` (rows truth, columns
+        prediction, as in ``sklearn.metrics.confusion_matrix(truth, pred)``). Empty maps give ``K == 0``.
+
+    Raises:
+        ValueError: shapes differ, a map has negative values, or uint64 values exceed the int64 range.
+        TypeError: a map is not integer or bool (float maps must be rounded and cast by the caller).
+
+    Notes:
+        Small labels (``(max + 1) ** 2 <= CHUNK = 2**19``, i.e. ids up to 723) are encoded directly as
+        ``truth * L + pred`` (int16 when it fits, else int32) and counted with ``torch.bincount`` (ids up to
+        180) or ``np.bincount`` (about 2x slower); larger ids are first compacted to their rank among the
+        present values, so any non-negative integer labels work, at about 10-30x the cost. The matrix is
+        dense, ``K * K`` int64: fine for anatomy label maps, not for instance maps with 10^5 objects.
+        Both maps are read as flat views when they share a contiguous memory order (both C or both Fortran,
+        as nibabel returns); otherwise one of them is copied once.
+    """
+    pred, truth = _validate(pred, truth)
+    ft, fp = _flat_pair(truth, pred)
+    if ft.size == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.int64)
+    vmax = max(int(ft.max()), int(fp.max()))
+    n = vmax + 1
+    if n * n <= CHUNK:  # direct: code = truth * n + pred, in the narrowest dtype that holds n * n - 1
+        values = np.arange(n, dtype=np.int64)
+        buf = np.empty(CHUNK, dtype=np.int16 if n * n <= np.iinfo(np.int16).max + 1 else np.int32)
+
+        def encode(t: np.ndarray, p: np.ndarray) -> np.ndarray:
+            code = buf[: t.size]
+            np.copyto(code, t, casting="unsafe")  # values < n: every cast here is exact
+            code *= n
+            return np.add(code, p, out=code, casting="unsafe")
+
+    else:  # compact: code = rank(truth) * K + rank(pred), ranks among the K present values
+        values = _present_values(ft, fp, vmax)
+        n = values.size
+        if vmax < _MAX_LUT:
+            lut = np.zeros(vmax + 1, dtype=np.int64)
+            lut[values] = np.arange(n)
+
+            def rank(x: np.ndarray) -> np.ndarray:
+                return lut[x]
+        else:
+
+            def rank(x: np.ndarray) -> np.ndarray:
+                return np.searchsorted(values, x.astype(np.int64, copy=False))  # uint64: never via float
+
+        def encode(t: np.ndarray, p: np.ndarray) -> np.ndarray:
+            code = rank(t) * n
+            code += rank(p)
+            return code
+
+    matrix = _histogram(ft, fp, n * n, encode).reshape(n, n)
+    present = (matrix.sum(axis=0) > 0) | (matrix.sum(axis=1) > 0)
+    return values[present], matrix[np.ix_(present, present)]
+
+
+def _label_id(i: object) -> int:
+    if isinstance(i, bool) or not isinstance(i, int | np.integer):
+        raise TypeError(f"labels must be ints or tuples of ints, got {i!r}.")
+    if i < 0:
+        raise ValueError(f"labels must be >= 0, got {i}.")
+    return int(i)
+
+
+def _normalise_label(label: object) -> Label:
+    if isinstance(label, tuple | list):
+        if not label:
+            raise ValueError("a region label must contain at least one label id.")
+        return tuple(_label_id(i) for i in label)
+    return _label_id(label)
+
+
+def counts_from_matrix(
+    values: np.ndarray, matrix: np.ndarray, labels: Iterable[Label] | None = None
+) -> dict[Label, LabelCounts]:
+    """Per-label and per-region counts from a confusion matrix, without touching the volumes again.
+
+    Args:
+        values: sorted distinct values, as returned by :func:`confusion_matrix`.
+        matrix: ``(K, K)`` confusion matrix, rows truth, columns prediction.
+        labels: ints and/or tuples of ints (regions: union of the ids). ``None`` = every non-zero value
+            present in either map, sorted. A requested label absent from both maps is still returned, with
+            all counts 0 (so Dice/IoU NaN).
+
+    Returns:
+        ``{label: LabelCounts}`` in the order of ``labels``; keys are Python ints, regions tuples of Python
+        ints in the order given (a list region ``[1, 2]`` becomes the key ``(1, 2)``).
+
+    Raises:
+        ValueError: a label is negative or a region is empty.
+        TypeError: a label is neither an int nor a tuple of ints.
+
+    Example:
+        For a region ``R``: ``tp = matrix[R, R].sum()``, ``n_ref = matrix[R, :].sum()``,
+        ``n_pred = matrix[:, R].sum()``, ``fp = n_pred - tp``, ``fn = n_ref - tp``.
+    """
+    values = np.asarray(values)
+    matrix = np.asarray(matrix, dtype=np.int64)
+    if labels is None:
+        present = (matrix.sum(axis=0) > 0) | (matrix.sum(axis=1) > 0)
+        labels = [int(v) for v in values[present] if v != 0]
+    n_ref, n_pred, diag = matrix.sum(axis=1), matrix.sum(axis=0), np.diagonal(matrix)
+    out: dict[Label, LabelCounts] = {}
+    for label in labels:
+        key = _normalise_label(label)
+        sel = np.isin(values, key)
+        tp = int(diag[sel].sum() if isinstance(key, int) else matrix[np.ix_(sel, sel)].sum())
+        ref, pr = int(n_ref[sel].sum()), int(n_pred[sel].sum())
+        out[key] = LabelCounts(tp=tp, fp=pr - tp, fn=ref - tp, n_pred=pr, n_ref=ref)
+    return out
+
+
+def confusion(
+    pred: np.ndarray, truth: np.ndarray, labels: Iterable[Label] | None = None
+) -> dict[Label, LabelCounts]:
+    """Voxel counts per label/region in one pass: :func:`confusion_matrix` then :func:`counts_from_matrix`.
+
+    Args:
+        pred: predicted label map (integer or bool, values >= 0).
+        truth: reference label map, same shape.
+        labels: ints and/or tuples of ints; ``None`` = every non-zero value present in either map, sorted.
+
+    Returns:
+        ``{label: LabelCounts}``; labels absent from both maps have all counts 0.
+    """
+    values, matrix = confusion_matrix(pred, truth)
+    return counts_from_matrix(values, matrix, labels)
+
+
+def dice(pred: np.ndarray, truth: np.ndarray, labels: Iterable[Label] | None = None) -> dict[Label, float]:
+    """Dice per label/region: NaN when absent from both maps, 0.0 when absent from exactly one.
+
+    Args:
+        pred: predicted label map (integer or bool, values >= 0).
+        truth: reference label map, same shape.
+        labels: ints and/or tuples of ints; ``None`` = every non-zero value present in either map, sorted.
+
+    Returns:
+        ``{label: dice}``. To get Dice and IoU together, call :func:`confusion` once and read
+        ``counts.dice`` and ``counts.iou``.
+    """
+    return {k: c.dice for k, c in confusion(pred, truth, labels).items()}
+
+
+def iou(pred: np.ndarray, truth: np.ndarray, labels: Iterable[Label] | None = None) -> dict[Label, float]:
+    """IoU (Jaccard) per label/region: NaN when absent from both maps, 0.0 when absent from exactly one.
+
+    Args and returns as in :func:`dice`.
+    """
+    return {k: c.iou for k, c in confusion(pred, truth, labels).items()}

@@ -1,0 +1,400 @@
+"""Tests for trackeval.metrics.surface (DeepMind-style surface-distance metrics)."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from monai.metrics import HausdorffDistanceMetric, SurfaceDiceMetric
+from monai.metrics.utils import get_code_to_measure_table
+from scipy.spatial import cKDTree
+
+import trackeval.metrics.surface as surface_mod
+from trackeval.metrics.surface import (
+    assd,
+    hausdorff,
+    hd95,
+    nsd,
+    surface_distances,
+    surface_metrics,
+)
+
+# --------------------------------------------------------------------------- brute-force reference
+
+
+def _reference_directed(
+    truth: np.ndarray, pred: np.ndarray, spacing: tuple[float, ...]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Full-volume DeepMind surfels; codes by explicit shifts, distances by brute-force NN."""
+    table, kernel = get_code_to_measure_table(spacing)
+    table = table.numpy().astype(np.float64)
+    kernel = kernel.numpy().reshape((2,) * truth.ndim)
+    full = int(kernel.sum())
+
+    def surfels(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        padded = np.pad(mask.astype(np.int64), 1)
+        code = np.zeros(tuple(s + 1 for s in mask.shape), dtype=np.int64)
+        for offset in itertools.product((0, 1), repeat=mask.ndim):
+            shifted = padded[tuple(slice(o, o + n) for o, n in zip(offset, code.shape, strict=True))]
+            code += int(kernel[offset]) * shifted
+        border = (code != 0) & (code != full)
+        return np.argwhere(border) * np.asarray(spacing), table[code[border]]
+
+    pts_t, a_t = surfels(truth)
+    pts_p, a_p = surfels(pred)
+    if len(pts_t) and len(pts_p):
+        d_tp = cKDTree(pts_p).query(pts_t, k=1)[0]
+        d_pt = cKDTree(pts_t).query(pts_p, k=1)[0]
+    else:
+        d_tp, d_pt = np.full(len(pts_t), np.inf), np.full(len(pts_p), np.inf)
+    return d_tp, a_t, d_pt, a_p
+
+
+def _reference_percentile(d: np.ndarray, a: np.ndarray, pct: float) -> float:
+    order = np.argsort(d)
+    d, a = d[order], a[order]
+    reached = np.cumsum(a) / a.sum() >= pct / 100.0
+    return float(d[np.argmax(reached)] if reached.any() else d[-1])
+
+
+def _reference_metrics(
+    pred: np.ndarray,
+    truth: np.ndarray,
+    spacing: tuple[float, ...],
+    members: tuple[int, ...],
+    tol: float,
+    pct: float,
+) -> dict[str, float]:
+    d_tp, a_t, d_pt, a_p = _reference_directed(np.isin(truth, members), np.isin(pred, members), spacing)
+    if not len(d_tp) and not len(d_pt):
+        return {"hd": math.nan, "hd95": math.nan, "assd": math.nan, "nsd": math.nan}
+    if not len(d_tp) or not len(d_pt):
+        return {"hd": math.inf, "hd95": math.inf, "assd": math.inf, "nsd": 0.0}
+    total = a_t.sum() + a_p.sum()
+    return {
+        "hd": float(max(d_tp.max(), d_pt.max())),
+        "hd95": max(_reference_percentile(d_tp, a_t, pct), _reference_percentile(d_pt, a_p, pct)),
+        "assd": float(((d_tp * a_t).sum() + (d_pt * a_p).sum()) / total),
+        "nsd": float((a_t[d_tp <= tol].sum() + a_p[d_pt <= tol].sum()) / total),
+    }
+
+
+def _assert_metrics_close(actual: dict[str, float], expected: dict[str, float], atol: float = 1e-6) -> None:
+    assert set(actual) == {"hd", "hd95", "assd", "nsd"}
+    for key, value in expected.items():
+        got = actual[key]
+        if math.isnan(value):
+            assert math.isnan(got), (key, got, value)
+        else:
+            assert got == pytest.approx(value, abs=atol, rel=0), (key, got, value)
+
+
+# --------------------------------------------------------------------------- random label maps
+
+
+def _ball(shape: tuple[int, ...], centre: np.ndarray, radii: np.ndarray) -> np.ndarray:
+    grid = np.indices(shape, dtype=np.float64)
+    r = sum(((g - c) / rad) ** 2 for g, c, rad in zip(grid, centre, radii, strict=True))
+    return r <= 1.0
+
+
+def _random_label_map(rng: np.random.Generator, shape: tuple[int, ...], n_labels: int) -> np.ndarray:
+    """Balls, boxes and noisy blobs; label 1 always touches the volume border."""
+    out = np.zeros(shape, dtype=np.int16)
+    ndim = len(shape)
+    corner = tuple(slice(0, int(rng.integers(3, s // 2))) for s in shape)
+    out[corner] = 1
+    for label in range(2, n_labels + 1):
+        kind = label % 3
+        centre = rng.uniform(0, np.asarray(shape) - 1)
+        if kind == 0:
+            out[_ball(shape, centre, rng.uniform(2, 6, ndim))] = label
+        elif kind == 1:
+            lo = rng.integers(0, np.asarray(shape) - 3)
+            hi = lo + rng.integers(2, 8, ndim)
+            out[tuple(slice(a, b) for a, b in zip(lo, hi, strict=True))] = label
+        else:
+            blob = _ball(shape, centre, rng.uniform(3, 7, ndim)) & (rng.random(shape) < 0.7)
+            out[blob] = label
+    return out
+
+
+def _perturb(rng: np.random.Generator, truth: np.ndarray) -> np.ndarray:
+    """A plausible prediction: shifted map with random label flips and a spurious island."""
+    axis = int(rng.integers(truth.ndim))
+    pred = np.roll(truth, int(rng.choice([-1, 1])), axis=axis)
+    flip = rng.random(truth.shape) < 0.02
+    pred[flip] = rng.integers(0, truth.max() + 1, int(flip.sum()))
+    island = tuple(slice(int(s) - 3, int(s) - 1) for s in truth.shape)
+    pred[island] = truth.max()
+    return pred
+
+
+CASES = [
+    pytest.param((40, 36), (0.8, 1.3), 5, id="2d"),
+    pytest.param((64, 51), (1.0, 1.0), 4, id="2d-iso"),
+    pytest.param((28, 24, 20), (1.5, 0.7, 0.9), 6, id="3d"),
+    pytest.param((22, 30, 18), (2.5, 0.703125, 0.703125), 5, id="3d-ct-like"),
+]
+
+
+@pytest.mark.parametrize(("shape", "spacing", "n_labels"), CASES)
+@pytest.mark.parametrize("path", ["auto", "edt", "kdtree"])
+def test_matches_bruteforce_reference(
+    monkeypatch: pytest.MonkeyPatch,
+    shape: tuple[int, ...],
+    spacing: tuple[float, ...],
+    n_labels: int,
+    path: str,
+) -> None:
+    if path == "edt":
+        monkeypatch.setattr(surface_mod, "_KDTREE_SURFEL_RATIO", 10**12)
+    elif path == "kdtree":
+        monkeypatch.setattr(surface_mod, "_KDTREE_SURFEL_RATIO", 0)
+    rng = np.random.default_rng(int(np.prod(shape)) + n_labels)
+    truth = _random_label_map(rng, shape, n_labels)
+    pred = _perturb(rng, truth)
+    pred[pred == 3] = 0  # label 3 empty in the prediction only
+    labels: list = [1, 2, 3, 4, (2, 4), (1, 2, 4), 99]  # 99: absent from both
+    tol, pct = 1.2345, 90.0
+    result = surface_metrics(pred, truth, spacing, labels=labels, tolerance_mm=tol, percentile=pct)
+    assert list(result) == labels
+    for label in labels:
+        members = label if isinstance(label, tuple) else (label,)
+        expected = _reference_metrics(pred, truth, spacing, members, tol, pct)
+        _assert_metrics_close(result[label], expected)
+    assert result[3]["nsd"] == 0.0 and math.isinf(result[3]["hd"])
+    assert all(math.isnan(v) for v in result[99].values())
+    # the perturbation must produce non-trivial values, otherwise the test proves little
+    assert 0.0 < result[(2, 4)]["nsd"] < 1.0 and result[(2, 4)]["hd"] > 0.0
+
+
+def test_default_labels_are_all_nonzero_ids_and_wrappers_agree() -> None:
+    rng = np.random.default_rng(7)
+    truth = _random_label_map(rng, (20, 22, 16), 4)
+    pred = _perturb(rng, truth)
+    pred[pred == 2] = 7  # 7 only in the prediction, 2 only in the truth
+    spacing = (1.2, 0.9, 2.0)
+    result = surface_metrics(pred, truth, spacing)
+    assert sorted(result) == sorted(set(np.unique(truth).tolist() + np.unique(pred).tolist()) - {0})
+    assert result[7]["nsd"] == 0.0 and result[2]["hd"] == math.inf
+    assert hausdorff(pred, truth, spacing) == {k: v["hd"] for k, v in result.items()}
+    assert hd95(pred, truth, spacing) == {k: v["hd95"] for k, v in result.items()}
+    assert assd(pred, truth, spacing) == {k: v["assd"] for k, v in result.items()}
+    assert nsd(pred, truth, spacing, 1.0) == {k: v["nsd"] for k, v in result.items()}
+    hd50 = hd95(pred, truth, spacing, labels=[1], percentile=50.0)[1]
+    assert hd50 <= result[1]["hd95"] <= result[1]["hd"]
+
+
+@pytest.mark.parametrize("offset", [-5, 100_000])
+def test_negative_and_large_ids_and_background_label(offset: int) -> None:
+    rng = np.random.default_rng(3)
+    base = _random_label_map(rng, (18, 20, 14), 3).astype(np.int64)
+    base_pred = _perturb(rng, base)
+    truth = np.where(base > 0, base + offset, 0)
+    pred = np.where(base_pred > 0, base_pred + offset, 0)
+    spacing = (1.0, 1.4, 0.6)
+    labels: list = [1 + offset, 2 + offset, (1 + offset, 3 + offset), 0]
+    result = surface_metrics(pred, truth, spacing, labels=labels, tolerance_mm=0.77)
+    for label in labels:
+        members = label if isinstance(label, tuple) else (label,)
+        _assert_metrics_close(result[label], _reference_metrics(pred, truth, spacing, members, 0.77, 95.0))
+    assert set(surface_metrics(pred, truth, spacing)) == set(
+        np.unique(np.r_[truth.ravel(), pred.ravel()])
+    ) - {0}
+
+
+def test_bool_maps_and_generic_code_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = np.random.default_rng(11)
+    truth = _ball((30, 26), np.array([14.0, 12.0]), np.array([8.0, 5.0]))
+    pred = truth ^ (rng.random(truth.shape) < 0.03)
+    spacing = (0.9, 1.7)
+    expected = _reference_metrics(pred.astype(np.uint8), truth.astype(np.uint8), spacing, (1,), 1.1, 95.0)
+    _assert_metrics_close(surface_metrics(pred, truth, spacing, tolerance_mm=1.1)[1], expected)
+    # the non-separable fallback for the neighbourhood code gives the same answer
+    geometry = surface_mod._Geometry(spacing)
+    geometry.factors = None
+    monkeypatch.setattr(surface_mod._Geometry, "get", staticmethod(lambda _spacing: geometry))
+    _assert_metrics_close(surface_metrics(pred, truth, spacing, tolerance_mm=1.1)[1], expected)
+
+
+# --------------------------------------------------------------------------- DeepMind published vectors
+# google-deepmind/surface-distance, surface_distance_test.py
+
+
+def test_deepmind_2d_two_pixels_2mm_away() -> None:
+    gt = np.zeros((128, 128), bool)
+    pr = np.zeros((128, 128), bool)
+    gt[50, 70] = 1
+    pr[50, 72] = 1
+    sd = surface_distances(pr, gt, (2, 1))
+    diag = 0.5 * math.sqrt(2**2 + 1**2)
+    np.testing.assert_allclose(sd.surfel_areas_truth, [diag] * 4, rtol=1e-12)
+    np.testing.assert_allclose(sd.surfel_areas_pred, [diag] * 4, rtol=1e-12)
+    np.testing.assert_array_equal(sd.distances_truth_to_pred, [1.0, 1.0, 2.0, 2.0])
+    np.testing.assert_array_equal(sd.distances_pred_to_truth, [1.0, 1.0, 2.0, 2.0])
+    assert sd.average_surface_distances == pytest.approx((1.5, 1.5), abs=1e-3)
+    m = surface_metrics(pr, gt, (2, 1), tolerance_mm=1.0)[1]
+    assert m["hd"] == pytest.approx(2.0, abs=1e-3)
+    assert m["hd95"] == pytest.approx(2.0, abs=1e-3)
+    assert m["nsd"] == pytest.approx(0.5, abs=1e-3)
+    assert m["assd"] == pytest.approx(1.5, abs=1e-3)
+
+
+def test_deepmind_2d_two_squares_shifted_by_one_pixel() -> None:
+    gt = np.zeros((6, 6), bool)
+    gt[1:3, 1:3] = 1
+    pr = np.zeros((6, 6), bool)
+    pr[1:4, 1:3] = 1
+    vertical, horizontal = 2.0, 1.0
+    diag = 0.5 * math.sqrt(horizontal**2 + vertical**2)
+    sd = surface_distances(pr, gt, (vertical, horizontal))
+    areas_gt = np.array([diag, horizontal, diag, vertical, diag, horizontal, diag, vertical])
+    areas_pr = np.array(
+        [diag, horizontal, diag, vertical, vertical, diag, horizontal, diag, vertical, vertical]
+    )
+    d_gt = np.array([0.0] * 5 + [horizontal] + [0.0] * 2)
+    d_pr = np.array([0.0] * 5 + [vertical] * 3 + [0.0] * 2)
+    for d, a, got_d, got_a in [
+        (d_gt, areas_gt, sd.distances_truth_to_pred, sd.surfel_areas_truth),
+        (d_pr, areas_pr, sd.distances_pred_to_truth, sd.surfel_areas_pred),
+    ]:
+        order = np.lexsort((a, d))
+        np.testing.assert_array_equal(got_d, d[order])
+        np.testing.assert_allclose(got_a, a[order], rtol=1e-12)
+
+
+def test_deepmind_3d_two_voxels_2mm_away() -> None:
+    gt = np.zeros((128, 128, 128), bool)
+    pr = np.zeros((128, 128, 128), bool)
+    gt[50, 60, 70] = 1
+    pr[50, 60, 72] = 1
+    sd = surface_distances(pr, gt, (3, 2, 1))
+    assert sd.average_surface_distances == pytest.approx((1.5, 1.5), abs=1e-3)
+    m = surface_metrics(pr, gt, (3, 2, 1))[1]
+    assert (m["hd"], m["hd95"], m["nsd"]) == pytest.approx((2.0, 2.0, 0.5), abs=1e-3)
+
+
+def test_deepmind_3d_two_cubes_shifted_by_one_pixel() -> None:
+    gt = np.zeros((100, 100, 100), np.uint8)
+    pr = np.zeros((100, 100, 100), np.uint8)
+    gt[0:50, :, :] = 1
+    pr[0:51, :, :] = 1
+    sd = surface_distances(pr, gt, (2, 1, 1))
+    assert sd.average_surface_distances == pytest.approx((0.322, 0.339), abs=1e-3)
+    a_t, a_p = sd.surfel_areas_truth, sd.surfel_areas_pred
+    overlap = (
+        a_t[sd.distances_truth_to_pred <= 1].sum() / a_t.sum(),
+        a_p[sd.distances_pred_to_truth <= 1].sum() / a_p.sum(),
+    )
+    assert overlap == pytest.approx((0.842, 0.830), abs=1e-3)
+    m = surface_metrics(pr, gt, (2, 1, 1), tolerance_mm=1.0)[1]
+    assert m["hd"] == pytest.approx(2.0, abs=1e-3)
+    assert m["hd95"] == pytest.approx(2.0, abs=1e-3)
+    assert m["nsd"] == pytest.approx(0.836, abs=1e-3)
+    # pooled ASSD lies between the directed DeepMind values
+    assert 0.322 < m["assd"] < 0.339
+
+
+# --------------------------------------------------------------------------- empty masks
+
+
+@pytest.mark.parametrize("ndim", [2, 3])
+def test_empty_cases(ndim: int) -> None:
+    shape = (16,) * ndim
+    spacing = (3.0, 2.0, 1.0)[:ndim]
+    empty = np.zeros(shape, np.uint8)
+    one = empty.copy()
+    one[(5,) * ndim] = 1
+    both = surface_metrics(empty, empty, spacing, labels=[1])[1]
+    assert all(math.isnan(v) for v in both.values())
+    for pred, truth in [(empty, one), (one, empty)]:
+        m = surface_metrics(pred, truth, spacing, labels=[1])[1]
+        assert m == {"hd": math.inf, "hd95": math.inf, "assd": math.inf, "nsd": 0.0}
+    assert surface_metrics(empty, empty, spacing) == {}
+    sd = surface_distances(empty, one, spacing)
+    assert sd.distances_pred_to_truth.size == 0 and np.all(np.isinf(sd.distances_truth_to_pred))
+    assert math.isnan(sd.average_surface_distances[1]) and sd.average_surface_distances[0] == math.inf
+    sd = surface_distances(empty, empty, spacing)
+    assert sd.distances_truth_to_pred.size == 0 and sd.surfel_areas_pred.size == 0
+
+
+# --------------------------------------------------------------------------- MONAI agreement
+
+
+def _one_hot(label_map: np.ndarray, labels: list) -> torch.Tensor:
+    channels = [np.isin(label_map, lab if isinstance(lab, tuple) else (lab,)) for lab in labels]
+    return torch.from_numpy(np.stack(channels)[None].astype(np.float32))
+
+
+MONAI_CASES = [
+    pytest.param((48, 40), (0.9, 1.6), id="2d"),
+    pytest.param((26, 30, 22), (2.0, 0.8, 1.1), id="3d"),
+]
+
+
+@pytest.mark.parametrize(("shape", "spacing"), MONAI_CASES)
+def test_nsd_and_hd_agree_with_monai(shape: tuple[int, ...], spacing: tuple[float, ...]) -> None:
+    rng = np.random.default_rng(sum(shape))
+    truth = _random_label_map(rng, shape, 5)
+    pred = _perturb(rng, truth)
+    labels: list = [1, 2, 3, 4, 5, (2, 5)]
+    tol = 1.3
+    ours = surface_metrics(pred, truth, spacing, labels=labels, tolerance_mm=tol)
+    y_pred, y = _one_hot(pred, labels), _one_hot(truth, labels)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        monai_nsd = SurfaceDiceMetric(
+            class_thresholds=[tol] * len(labels), include_background=True, use_subvoxels=True
+        )(y_pred, y, spacing=list(spacing))[0]
+        monai_hd = HausdorffDistanceMetric(include_background=True)(y_pred, y, spacing=list(spacing))[0]
+    # NSD: identical definition, MONAI returns float32
+    np.testing.assert_allclose([ours[lab]["nsd"] for lab in labels], monai_nsd.numpy(), atol=2e-6)
+    # HD: MONAI measures between edge-voxel centres, we between border corners. Each border
+    # corner is within half a voxel diagonal of an edge-voxel centre and vice versa, so the two
+    # Hausdorff distances differ by at most one voxel diagonal.
+    voxel_diagonal = math.sqrt(sum(s * s for s in spacing))
+    diffs = np.abs(np.array([ours[lab]["hd"] for lab in labels]) - monai_hd.numpy())
+    assert np.all(diffs <= voxel_diagonal + 1e-5), (diffs, voxel_diagonal)
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def test_validation_errors() -> None:
+    a = np.zeros((4, 5, 6), np.uint8)
+    sp = (1.0, 1.0, 1.0)
+    with pytest.raises(ValueError, match=r"same shape.*\(4, 5, 6\).*\(4, 5, 7\)"):
+        surface_metrics(a, np.zeros((4, 5, 7), np.uint8), sp)
+    with pytest.raises(TypeError, match="integer or bool dtype"):
+        surface_metrics(a.astype(np.float32), a, sp)
+    with pytest.raises(TypeError, match="numpy.ndarray"):
+        surface_metrics(a.tolist(), a, sp)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="2D or 3D"):
+        surface_metrics(np.zeros((2, 2, 2, 2), np.uint8), np.zeros((2, 2, 2, 2), np.uint8), (1,) * 4)
+    with pytest.raises(ValueError, match="one value per axis"):
+        surface_metrics(a, a, (1.0, 1.0))
+    for bad in [(1.0, 0.0, 1.0), (1.0, -2.0, 1.0), (1.0, math.nan, 1.0), (1.0, math.inf, 1.0)]:
+        with pytest.raises(ValueError, match="positive and finite"):
+            surface_metrics(a, a, bad)
+    with pytest.raises(TypeError, match="spacing"):
+        surface_metrics(a, a, "1,1,1")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="tolerance_mm must be >= 0"):
+        surface_metrics(a, a, sp, tolerance_mm=-0.1)
+    with pytest.raises(ValueError, match="tolerance_mm"):
+        nsd(a, a, sp, math.nan)
+    for bad_pct in (-1.0, 100.5, math.nan):
+        with pytest.raises(ValueError, match=r"percentile must be in \[0, 100\]"):
+            surface_metrics(a, a, sp, percentile=bad_pct)
+    with pytest.raises(TypeError, match="labels"):
+        surface_metrics(a, a, sp, labels=3)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="label ids must be integers"):
+        surface_metrics(a, a, sp, labels=[1.5])  # type: ignore[list-item]
+    with pytest.raises(ValueError, match="at least one id"):
+        surface_metrics(a, a, sp, labels=[()])
+    with pytest.raises(ValueError, match="same shape"):
+        surface_distances(np.zeros((3, 3), bool), np.zeros((3, 4), bool), (1.0, 1.0))
