@@ -27,6 +27,21 @@ def write_manifest(path: Path, rows: list[dict[str, str]]) -> None:
         w.writerows(rows)
 
 
+def umd_argv(gt: Path, pred: Path, out: Path, *extra: str) -> list[str]:
+    """``trackeval evaluate umd`` arguments for the CLI entry point."""
+    return [
+        "evaluate",
+        "umd",
+        "--ground-truth",
+        str(gt),
+        "--predictions",
+        str(pred),
+        "--out",
+        str(out),
+        *extra,
+    ]
+
+
 def cube(shape, lo, hi, label: int, out: np.ndarray | None = None) -> np.ndarray:
     out = np.zeros(shape, np.uint8) if out is None else out
     out[tuple(slice(a, b) for a, b in zip(lo, hi, strict=True))] = label

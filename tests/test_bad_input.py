@@ -9,27 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.conftest import save_nifti, write_manifest
+from tests.conftest import save_nifti, umd_argv, write_manifest
 from trackeval.cli import main
 
 
 def _evaluate(gt: Path, pred: Path, out: Path, capsys) -> tuple[int, str]:
-    rc = main(
-        [
-            "evaluate",
-            "umd",
-            "--ground-truth",
-            str(gt),
-            "--predictions",
-            str(pred),
-            "--out",
-            str(out),
-            "--executor",
-            "local",
-            "--set",
-            "bootstrap.n_resamples=50",
-        ]
-    )
+    rc = main(umd_argv(gt, pred, out, "--executor", "local", "--set", "bootstrap.n_resamples=50"))
     err = capsys.readouterr().err
     return rc, err
 
@@ -164,20 +149,7 @@ def test_symlink_outside_root(umd_dataset, tmp_path, capsys):
 
 def test_bad_config_override(umd_dataset, tmp_path, capsys):
     gt, pred = umd_dataset()
-    rc = main(
-        [
-            "evaluate",
-            "umd",
-            "--ground-truth",
-            str(gt),
-            "--predictions",
-            str(pred),
-            "--out",
-            str(tmp_path / "o"),
-            "--set",
-            "umd.nsd_tolerance_mm=abc",
-        ]
-    )
+    rc = main(umd_argv(gt, pred, tmp_path / "o", "--set", "umd.nsd_tolerance_mm=abc"))
     assert rc == 2 and "umd.nsd_tolerance_mm" in capsys.readouterr().err
 
 

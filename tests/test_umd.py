@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from tests.conftest import umd_argv
 from trackeval.cli import main
 from trackeval.config import UMD_ORGANS
 
@@ -19,21 +20,7 @@ def _dice(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def _run(gt: Path, pred: Path, out: Path, *extra: str) -> dict:
-    rc = main(
-        [
-            "evaluate",
-            "umd",
-            "--ground-truth",
-            str(gt),
-            "--predictions",
-            str(pred),
-            "--out",
-            str(out),
-            "--set",
-            "bootstrap.n_resamples=200",
-            *extra,
-        ]
-    )
+    rc = main(umd_argv(gt, pred, out, "--set", "bootstrap.n_resamples=200", *extra))
     assert rc == 0
     return json.loads((out / "results.json").read_text())
 
