@@ -48,9 +48,7 @@ def test_unknown_label_in_prediction_and_truth(umd_dataset, tmp_path, capsys):
     p = np.zeros((20, 18, 12))
     p[0, 0, 0] = 42
     save_nifti(pred / "s2_ct.nii.gz", p)
-    _assert_fails(
-        gt, pred, tmp_path, capsys, "label id(s) [42]", "prediction", "case=s2_ct", "field=voxel values"
-    )
+    _assert_fails(gt, pred, tmp_path, capsys, "label id(s) [42]", "prediction", "case=s2_ct", "field=voxel values")
     gt2, pred2 = gt, pred
     save_nifti(pred2 / "s2_ct.nii.gz", np.zeros((20, 18, 12)))
     t = np.zeros((20, 18, 12))

@@ -15,9 +15,7 @@ def test_default_umd_label_map_is_the_13_organs_in_order():
 
 def test_file_and_overrides(tmp_path: Path):
     f = tmp_path / "params.yaml"
-    f.write_text(
-        "umd:\n  nsd_tolerance_mm: 2.0\n  labels: {liver: 1, kidneys: [2, 3]}\nbootstrap: {seed: 4}\n"
-    )
+    f.write_text("umd:\n  nsd_tolerance_mm: 2.0\n  labels: {liver: 1, kidneys: [2, 3]}\nbootstrap: {seed: 4}\n")
     cfg = load_config(f, ["umd.hd_percentile=90", "engine.executor=local"])
     assert cfg.umd.nsd_tolerance_mm == 2.0 and cfg.umd.hd_percentile == 90.0
     assert cfg.umd.labels == {"liver": 1, "kidneys": (2, 3)}

@@ -35,9 +35,7 @@ def _monai_dice_iou(pred: np.ndarray, truth: np.ndarray, n_classes: int) -> tupl
     return d[0].numpy().astype(np.float64), j[0].numpy().astype(np.float64)
 
 
-def _random_maps(
-    rng: np.random.Generator, shape: tuple[int, ...], n_labels: int
-) -> tuple[np.ndarray, np.ndarray]:
+def _random_maps(rng: np.random.Generator, shape: tuple[int, ...], n_labels: int) -> tuple[np.ndarray, np.ndarray]:
     """Truth uses labels [0, n_labels - 2] except one; pred is truth with 30 % of voxels relabelled at random
     in [0, n_labels - 1]: some labels are then prediction-only, one truth-only label may appear, and for many
     labels both sides are non-empty with partial overlap."""
@@ -256,9 +254,7 @@ def test_memory_layouts_give_identical_results() -> None:
     assert not sp.flags.c_contiguous and not st.flags.f_contiguous
     got, want = confusion_matrix(sp, st), confusion_matrix(sp.copy(), st.copy())
     np.testing.assert_array_equal(got[1], want[1])
-    np.testing.assert_array_equal(
-        confusion_matrix(pred.T, truth.T)[1], ref[1]
-    )  # both transposed: same voxels
+    np.testing.assert_array_equal(confusion_matrix(pred.T, truth.T)[1], ref[1])  # both transposed: same voxels
 
 
 def test_inputs_are_not_modified_or_copied_needlessly() -> None:

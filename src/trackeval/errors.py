@@ -27,18 +27,14 @@ class InputError(TrackevalError):
         super().__init__(str(self))
 
     def __str__(self) -> str:
-        where = [
-            f"{k}={v}" for k, v in (("file", self.file), ("case", self.case_id), ("field", self.field)) if v
-        ]
+        where = [f"{k}={v}" for k, v in (("file", self.file), ("case", self.case_id), ("field", self.field)) if v]
         return f"{self.message} [{', '.join(where)}]" if where else self.message
 
     def __reduce__(self):  # picklable across process pools
         return (_rebuild_input_error, (self.message, self.file, self.case_id, self.field))
 
 
-def _rebuild_input_error(
-    message: str, file: str | None, case_id: str | None, field: str | None
-) -> InputError:
+def _rebuild_input_error(message: str, file: str | None, case_id: str | None, field: str | None) -> InputError:
     return InputError(message, file=file, case_id=case_id, field=field)
 
 

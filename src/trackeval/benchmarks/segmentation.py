@@ -6,7 +6,8 @@ label on cropped bounding boxes. The empty policy (DESIGN.md):
 =====================  ======  =====  ==============================  =====
 truth / prediction     Dice    NSD    HD95, HD, ASSD                  valid
 =====================  ======  =====  ==============================  =====
-both empty             NaN     NaN    NaN                             no
+both empty             NaN     NaN    NaN                             no (``empty_both="nan"``)
+both empty             1       1      0                               yes (``empty_both="perfect"``)
 truth empty, pred not  0       0      penalty (``hd_empty_penalty``)  yes
 pred empty, truth not  0       0      penalty                         yes
 =====================  ======  =====  ==============================  =====
@@ -54,6 +55,7 @@ def score_segmentation(
     nsd_tolerance_mm: float,
     hd_percentile: float,
     hd_empty_penalty: str | float,
+    empty_both: str = "nan",
     confusion: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> dict[str, dict[str, float]]:
     """``{item name: {metric: value}}`` for every named label or region (metrics: :data:`SEG_METRICS`).
@@ -79,6 +81,8 @@ def score_segmentation(
         row = {"dsc": dice_from_counts(c), "iou": iou_from_counts(c), "nsd": s["nsd"]}
         for m in ("hd95", "hd", "assd"):
             row[m] = penalty if math.isinf(s[m]) else s[m]
+        if empty_both == "perfect" and c.n_ref == 0 and c.n_pred == 0:
+            row.update(dsc=1.0, iou=1.0, nsd=1.0, hd95=0.0, hd=0.0, assd=0.0)
         row["n_ref"] = float(c.n_ref)
         row["n_pred"] = float(c.n_pred)
         out[name] = row

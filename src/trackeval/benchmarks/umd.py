@@ -15,6 +15,7 @@ subjects.
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 import logging
@@ -26,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from trackeval import __version__
+from trackeval.benchmarks.registry import BenchmarkSpec, register
 from trackeval.benchmarks.segmentation import present_labels, score_segmentation
 from trackeval.config import EvalConfig, UMDConfig
 from trackeval.engine.executors import map_cases
@@ -89,9 +91,7 @@ def load_cases(gt_dir: Path, pred_dir: Path) -> tuple[list[UMDCase], list[str], 
     for line, row in enumerate(rows, start=2):
         case_id = check_case_id(row["case_id"], file=str(manifest))
         if case_id in seen:
-            raise InputError(
-                f"duplicate case id on line {line}", file=str(manifest), case_id=case_id, field="case_id"
-            )
+            raise InputError(f"duplicate case id on line {line}", file=str(manifest), case_id=case_id, field="case_id")
         seen.add(case_id)
         if not row["subject_id"]:
             raise InputError("empty subject_id", file=str(manifest), case_id=case_id, field="subject_id")
@@ -161,6 +161,7 @@ def score_case(job: _Job) -> _Scored:
             nsd_tolerance_mm=cfg.nsd_tolerance_mm,
             hd_percentile=cfg.hd_percentile,
             hd_empty_penalty=cfg.hd_empty_penalty,
+            empty_both=cfg.empty_both,
             confusion=cm,
         )
     missing = case.pred_path is None
@@ -243,9 +244,7 @@ def aggregate(records: list[CaseRecord], cfg: EvalConfig) -> dict[str, MetricSum
         for mod in modalities:
             rows = [i for i, r in enumerate(records) if r.groups["modality"] == mod]
             out.update(
-                _summaries(
-                    metric_key(NAME, metric, "by_modality", mod), values[rows], organs, cfg, f"modality={mod}"
-                )
+                _summaries(metric_key(NAME, metric, "by_modality", mod), values[rows], organs, cfg, f"modality={mod}")
             )
     for a, b in cfg.umd.modality_pairs:
         gap = _paired_gap(records, organs, a, b)
@@ -259,23 +258,15 @@ def _digest(lines: list[str]) -> str:
     return hashlib.sha256("\n".join(lines).encode()).hexdigest()
 
 
-def evaluate(
-    gt_dir: Path, pred_dir: Path, cfg: EvalConfig, model: dict[str, str] | None = None
-) -> BenchmarkResult:
+def evaluate(gt_dir: Path, pred_dir: Path, cfg: EvalConfig, model: dict[str, str] | None = None) -> BenchmarkResult:
     """Run the UMD benchmark end to end and return the results object (no files written)."""
     cases, extra, manifest_digest = load_cases(gt_dir, pred_dir)
-    notes = (
-        [f"{len(extra)} prediction(s) without a manifest row ignored: {', '.join(extra[:10])}"]
-        if extra
-        else []
-    )
+    notes = [f"{len(extra)} prediction(s) without a manifest row ignored: {', '.join(extra[:10])}"] if extra else []
     for note in notes:
         log.warning(note)
     scored = map_cases(score_case, [_Job(c, cfg.umd) for c in cases], cfg.engine, "UMD cases")
     records = [s.record for s in scored]
-    gt_digest = _digest(
-        [f"manifest:{manifest_digest}"] + [f"{s.record.case_id}:{s.truth_digest}" for s in scored]
-    )
+    gt_digest = _digest([f"manifest:{manifest_digest}"] + [f"{s.record.case_id}:{s.truth_digest}" for s in scored])
     pred_digest = _digest([f"{s.record.case_id}:{s.pred_digest}" for s in scored])
     n_missing = sum(r.status == "missing_prediction" for r in records)
     config = cfg.model_dump(mode="json", include={"bootstrap", "umd"})
@@ -301,3 +292,23 @@ def evaluate(
         aggregates=aggregate(records, cfg),
         item_kind="organ",
     )
+
+
+def _add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--ground-truth", type=Path, required=True, help="folder with manifest.csv and <case_id>.nii.gz")
+    p.add_argument("--predictions", type=Path, required=True, help="folder with <case_id>.nii.gz predictions")
+
+
+def _run(args: argparse.Namespace, cfg: EvalConfig, model: dict[str, str]) -> BenchmarkResult:
+    return evaluate(args.ground_truth, args.predictions, cfg, model)
+
+
+SPEC = register(
+    BenchmarkSpec(
+        name=NAME,
+        help="UMD: 13-organ Dice/NSD/HD95, PET vs CT/MRI paired gap",
+        add_arguments=_add_arguments,
+        run=_run,
+        summary_metrics=AGG_METRICS,
+    )
+)

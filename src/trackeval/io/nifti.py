@@ -84,9 +84,7 @@ def _as_integer_labels(data: np.ndarray, where: dict[str, str]) -> np.ndarray:
         if not np.isfinite(data).all():
             raise InputError("label map holds NaN or inf values", field="voxel values", **where)
         if not np.array_equal(data, np.round(data)):
-            raise InputError(
-                "label map holds non-integer values (probabilities?)", field="voxel values", **where
-            )
+            raise InputError("label map holds non-integer values (probabilities?)", field="voxel values", **where)
         data = data.astype(np.int64)
     elif not np.issubdtype(data.dtype, np.integer):
         raise InputError(f"unsupported voxel dtype {data.dtype}", field="datatype", **where)

@@ -18,8 +18,7 @@ def check_case_id(case_id: str, *, file: str, field: str = "case_id") -> str:
     """
     if not _SAFE_ID.match(case_id) or ".." in case_id:
         raise InputError(
-            f"unsafe or empty case id {case_id!r}: "
-            "use letters, digits, '.', '_', '-' (no path separators or '..')",
+            f"unsafe or empty case id {case_id!r}: use letters, digits, '.', '_', '-' (no path separators or '..')",
             file=file,
             case_id=case_id or None,
             field=field,

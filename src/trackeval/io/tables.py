@@ -32,9 +32,7 @@ def read_csv_rows(path: Path, required: tuple[str, ...]) -> list[dict[str, str]]
         raise InputError("empty file: no header row", file=str(path))
     missing = [c for c in required if c not in header]
     if missing:
-        raise InputError(
-            f"missing required column(s) {missing}; found {header}", file=str(path), field=missing[0]
-        )
+        raise InputError(f"missing required column(s) {missing}; found {header}", file=str(path), field=missing[0])
     if len(set(header)) != len(header):
         raise InputError(f"duplicate column names in header {header}", file=str(path))
     if not rows:

@@ -109,9 +109,7 @@ def _check_map(name: str, a: np.ndarray) -> None:
 def _validate(pred: np.ndarray, truth: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     pred, truth = np.asarray(pred), np.asarray(truth)
     if pred.shape != truth.shape:
-        raise ValueError(
-            f"pred and truth must have identical shapes, got pred {pred.shape} and truth {truth.shape}."
-        )
+        raise ValueError(f"pred and truth must have identical shapes, got pred {pred.shape} and truth {truth.shape}.")
     _check_map("pred", pred)
     _check_map("truth", truth)
     return pred, truth
@@ -281,9 +279,7 @@ def counts_from_matrix(
     return out
 
 
-def confusion(
-    pred: np.ndarray, truth: np.ndarray, labels: Iterable[Label] | None = None
-) -> dict[Label, LabelCounts]:
+def confusion(pred: np.ndarray, truth: np.ndarray, labels: Iterable[Label] | None = None) -> dict[Label, LabelCounts]:
     """Voxel counts per label/region in one pass: :func:`confusion_matrix` then :func:`counts_from_matrix`.
 
     Args:

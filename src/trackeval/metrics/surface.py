@@ -430,9 +430,7 @@ def _union_box(boxes: list[_Box | None]) -> _Box | None:
     if not present:
         return None
     ndim = len(present[0])
-    return tuple(
-        slice(min(b[ax].start for b in present), max(b[ax].stop for b in present)) for ax in range(ndim)
-    )
+    return tuple(slice(min(b[ax].start for b in present), max(b[ax].stop for b in present)) for ax in range(ndim))
 
 
 def _padded_mask(arr: np.ndarray, box: _Box, members: tuple) -> np.ndarray:
@@ -536,9 +534,7 @@ def _distances_edt(border: np.ndarray, query_flat: np.ndarray, spacing: np.ndarr
     ``sampling=spacing`` and evaluates the distance only at the query corners,
     which is exactly what the full distance map would hold there.
     """
-    nearest = ndimage.distance_transform_edt(
-        ~border, sampling=spacing, return_distances=False, return_indices=True
-    )
+    nearest = ndimage.distance_transform_edt(~border, sampling=spacing, return_distances=False, return_indices=True)
     shape = border.shape
     coords = np.unravel_index(query_flat, shape)
     nearest_flat = nearest.reshape(len(shape), -1)

@@ -18,7 +18,10 @@ def _fmt(s: MetricSummary | None) -> str:
 
 def print_summary(result: BenchmarkResult, metrics: tuple[str, ...], console: Console | None = None) -> None:
     """Print ``<benchmark>/<metric>`` headlines and their ``/by_<item_kind>/<item>`` breakdown."""
-    console = console or Console()
+    if console is None:
+        console = Console()
+        if not console.is_terminal:  # logs and CI: do not wrap "value [low, high]" cells at 80 columns
+            console.width = 132
     agg = result.aggregates
     b, kind = result.benchmark, result.item_kind
     table = Table(title=f"{b}: {result.data.n_cases} cases (mean [95% CI])")

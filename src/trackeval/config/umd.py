@@ -1,0 +1,70 @@
+"""UMD protocol configuration: organ label map, surface tolerance, empty and missing policies."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, field_validator
+
+from trackeval.config.base import KEY_TOKEN, Section
+
+#: The 13 UMD organs with their default label ids (1..13 in this order).
+UMD_ORGANS: tuple[str, ...] = (
+    "liver",
+    "kidney_left",
+    "kidney_right",
+    "brain",
+    "heart",
+    "spleen",
+    "aorta",
+    "lung",
+    "colon",
+    "urinary_bladder",
+    "pancreas",
+    "esophagus",
+    "stomach",
+)
+
+
+class UMDConfig(Section):
+    """UMD protocol: organ label map, surface tolerance and the empty/missing policies.
+
+    ``labels`` maps organ names to one label id or a list of ids (an nnU-Net style region: the union).
+    ``hd_empty_penalty``: HD95 when exactly one of prediction/truth is empty for an organ: ``"diagonal"``
+    (the diagonal of the image extent in mm, the largest distance possible in the volume) or a number of mm.
+    ``missing_prediction``: ``worst`` scores a missing file as an all-background prediction (Dice 0, NSD 0,
+    HD95 penalty on organs present in truth); ``exclude`` leaves its values NaN. Either way it is counted.
+    ``empty_both``: an organ absent from both truth and prediction is ``nan`` (not applicable, excluded
+    from means and from ``n_valid``; default, nnU-Net) or ``perfect`` (Dice/IoU/NSD 1, distances 0 mm,
+    counted, MONAI ``ignore_empty=False`` style).
+    ``geometry_tolerance``: largest absolute difference allowed between the prediction's and the truth's
+    affine entries (mm).
+    """
+
+    labels: dict[str, int | tuple[int, ...]] = Field(
+        default_factory=lambda: {name: i + 1 for i, name in enumerate(UMD_ORGANS)}
+    )
+    nsd_tolerance_mm: float = Field(1.0, ge=0.0)
+    hd_percentile: float = Field(95.0, ge=0.0, le=100.0)
+    hd_empty_penalty: Literal["diagonal"] | Annotated[float, Field(gt=0.0)] = "diagonal"
+    missing_prediction: Literal["worst", "exclude"] = "worst"
+    empty_both: Literal["nan", "perfect"] = "nan"
+    geometry_tolerance: float = Field(1e-3, ge=0.0)
+    modality_pairs: tuple[tuple[str, str], ...] = (("ct", "pet"), ("mri", "pet"), ("ct", "mri"))
+
+    @field_validator("labels")
+    @classmethod
+    def _check_labels(cls, v: dict[str, int | tuple[int, ...]]) -> dict[str, int | tuple[int, ...]]:
+        if not v:
+            raise ValueError("the label map is empty")
+        seen: dict[int, str] = {}
+        for name, ids in v.items():
+            if not KEY_TOKEN.match(name):
+                raise ValueError(f"label name {name!r} must be lowercase letters, digits and '_'")
+            for i in (ids,) if isinstance(ids, int) else ids:
+                if i <= 0:
+                    raise ValueError(f"label {name!r}: id {i} must be > 0 (0 is background)")
+                if isinstance(ids, int) and i in seen:
+                    raise ValueError(f"label id {i} is used by both {seen[i]!r} and {name!r}")
+                seen.setdefault(i, name)
+        return v
