@@ -128,9 +128,7 @@ def main() -> None:
     t_ours = median_seconds(lambda: trackeval_dice_iou(pred, truth), repeats=15)
     t_sum = median_seconds(lambda: (truth.sum(), pred.sum()), repeats=15)
     ours_dice, ours_iou = trackeval_dice_iou(pred, truth)
-    print(
-        f"(a) trackeval dice+iou, {len(ours_dice)} labels, one confusion pass: {t_ours * 1e3:.1f} ms (median)"
-    )
+    print(f"(a) trackeval dice+iou, {len(ours_dice)} labels, one confusion pass: {t_ours * 1e3:.1f} ms (median)")
     print(f"(b) numpy.sum over both volumes:                    {t_sum * 1e3:.1f} ms (median)")
 
     n_classes = int(max(truth.max(), pred.max())) + 1

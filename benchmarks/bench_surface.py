@@ -75,9 +75,7 @@ def rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
-def time_trackeval(
-    pred: np.ndarray, truth: np.ndarray, spacing: tuple[float, ...], labels: list[int]
-) -> tuple:
+def time_trackeval(pred: np.ndarray, truth: np.ndarray, spacing: tuple[float, ...], labels: list[int]) -> tuple:
     start = time.perf_counter()
     result = surface_metrics(pred, truth, spacing, labels=labels, tolerance_mm=TOLERANCE_MM, percentile=95.0)
     return result, time.perf_counter() - start
@@ -126,10 +124,7 @@ def main() -> None:
 
     # trackeval, all labels
     all_result, t_all = time_trackeval(pred, truth, spacing, all_labels)
-    print(
-        f"\ntrackeval all {len(all_labels)} labels: {t_all:.2f} s "
-        f"({1000 * t_all / len(all_labels):.1f} ms/label)"
-    )
+    print(f"\ntrackeval all {len(all_labels)} labels: {t_all:.2f} s ({1000 * t_all / len(all_labels):.1f} ms/label)")
     tracemalloc.start()
     surface_metrics(pred, truth, spacing, labels=all_labels, tolerance_mm=TOLERANCE_MM)
     _, peak = tracemalloc.get_traced_memory()
@@ -144,9 +139,7 @@ def main() -> None:
     sp_list = list(spacing)
     rng = np.random.default_rng(args.seed)
     if args.labels is not None:
-        labels = sorted(
-            rng.choice(all_labels, size=min(args.labels, len(all_labels)), replace=False).tolist()
-        )
+        labels = sorted(rng.choice(all_labels, size=min(args.labels, len(all_labels)), replace=False).tolist())
         reason = f"--labels {args.labels}"
     else:
         probe = sorted(rng.choice(all_labels, size=3, replace=False).tolist())
@@ -177,9 +170,7 @@ def main() -> None:
         f"MONAI HD95 + NSD   ({len(labels)} labels): {t_monai:.2f} s incl. per-label masks, "
         f"{t_monai_metric:.2f} s metric calls only"
     )
-    print(
-        f"speed-up: {t_monai / t_ours:.1f}x (incl. masks), {t_monai_metric / t_ours:.1f}x (metric calls only)"
-    )
+    print(f"speed-up: {t_monai / t_ours:.1f}x (incl. masks), {t_monai_metric / t_ours:.1f}x (metric calls only)")
     print(f"process max RSS: {rss_before_monai:.0f} MiB before MONAI, {rss_mib():.0f} MiB after MONAI")
 
     nsd_diff = np.array([abs(ours[lab]["nsd"] - monai_nsd[lab]) for lab in labels])
@@ -194,10 +185,7 @@ def main() -> None:
     )
     labels = [lab for lab, keep in zip(labels, finite, strict=True) if keep]
     hd_diff = (ours_hd - theirs_hd)[finite]
-    print(
-        f"\nNSD@{TOLERANCE_MM}mm |trackeval - MONAI|: max {nsd_diff.max():.2e} "
-        "(same definition; MONAI is float32)"
-    )
+    print(f"\nNSD@{TOLERANCE_MM}mm |trackeval - MONAI|: max {nsd_diff.max():.2e} (same definition; MONAI is float32)")
     print("HD95 trackeval - MONAI (differs by definition: area-weighted corner-grid percentile vs")
     print("  unweighted torch.quantile over edge-voxel-centre distances):")
     print(f"  signed: {describe(hd_diff)}")
