@@ -48,6 +48,12 @@ def cube(shape, lo, hi, label: int, out: np.ndarray | None = None) -> np.ndarray
     return out
 
 
+@pytest.fixture(autouse=True)
+def _isolated_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run every test in its own folder, so the default case cache (``.trackeval-cache``) is per test."""
+    monkeypatch.chdir(tmp_path)
+
+
 @pytest.fixture
 def umd_dataset(tmp_path: Path) -> Callable[..., tuple[Path, Path]]:
     """Factory: two subjects x (ct, pet), organs 1 (liver) and 5 (heart) as boxes; returns (gt, pred) dirs.
@@ -56,12 +62,13 @@ def umd_dataset(tmp_path: Path) -> Callable[..., tuple[Path, Path]]:
     missed on PET for subject s2.
     """
 
-    def make(shape=(20, 18, 12)) -> tuple[Path, Path]:
+    def make(shape=(20, 18, 12), n_subjects: int = 2) -> tuple[Path, Path]:
         gt, pred = tmp_path / "gt", tmp_path / "pred"
         gt.mkdir()
         pred.mkdir()
         rows = []
-        for s, subject in enumerate(("s1", "s2")):
+        for i in range(n_subjects):
+            s, subject = i % 2, f"s{i + 1}"
             truth = cube(shape, (2 + s, 2, 2), (10 + s, 10, 8), 1)
             cube(shape, (12, 11, 3), (17, 16, 9), 5, truth)
             for modality in ("ct", "pet"):

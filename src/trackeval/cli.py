@@ -31,8 +31,10 @@ def _add_common(p: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUE",
         help="override a config value, e.g. --set umd.nsd_tolerance_mm=2 (repeatable)",
     )
-    p.add_argument("--executor", choices=["local", "processes"], help="shortcut for --set engine.executor=...")
+    p.add_argument("--executor", choices=["local", "processes", "dask"], help="shortcut for --set engine.executor=")
     p.add_argument("--workers", type=int, help="shortcut for --set engine.workers=N")
+    p.add_argument("--scheduler", help="Dask scheduler address (tcp://host:8786); implies --executor dask")
+    p.add_argument("--no-cache", action="store_true", help="recompute every case (ignore the per-case cache)")
     p.add_argument("--model-name", default="", help="model name recorded in results.json")
     p.add_argument("--model-version", default="", help="model version recorded in results.json")
 
@@ -62,6 +64,10 @@ def _config(args: argparse.Namespace) -> EvalConfig:
         overrides.append(f"engine.executor={args.executor}")
     if args.workers is not None:
         overrides.append(f"engine.workers={args.workers}")
+    if args.scheduler:
+        overrides += ["engine.executor=dask", f"engine.scheduler={args.scheduler}"]
+    if args.no_cache:
+        overrides.append("engine.cache=false")
     return load_config(args.config, overrides)
 
 

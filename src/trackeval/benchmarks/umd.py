@@ -30,9 +30,10 @@ from trackeval import __version__
 from trackeval.benchmarks.registry import BenchmarkSpec, register
 from trackeval.benchmarks.segmentation import present_labels, score_segmentation
 from trackeval.config import EvalConfig, UMDConfig
+from trackeval.engine.cache import CaseCache, cache_key
 from trackeval.engine.executors import map_cases
 from trackeval.errors import InputError
-from trackeval.io.nifti import LabelVolume, check_same_grid, read_label_map
+from trackeval.io.nifti import LabelVolume, check_same_grid, read_bytes_digest, read_label_map
 from trackeval.io.paths import check_case_id, resolve_inside
 from trackeval.io.tables import read_csv_rows
 from trackeval.metrics.overlap import confusion_matrix
@@ -63,6 +64,7 @@ class UMDCase:
 class _Job:
     case: UMDCase
     config: UMDConfig
+    cache: CaseCache
 
 
 @dataclass(frozen=True)
@@ -134,46 +136,62 @@ def _check_label_ids(found: set[int], allowed: set[int], vol: LabelVolume, case_
 
 
 def score_case(job: _Job) -> _Scored:
-    """Read, validate and score one case (runs in a worker; only the small record travels back)."""
+    """Read, validate and score one case (runs in a worker; only the small record travels back).
+
+    The input files are read once; their digests key the case cache, so an unchanged case with an
+    unchanged config is not recomputed.
+    """
     case, cfg = job.case, job.config
-    truth = read_label_map(case.truth_path, case_id=case.case_id)
-    if case.pred_path is None:
-        pred_array = np.zeros_like(truth.array) if cfg.missing_prediction == "worst" else None
-        pred_digest = "missing"
-    else:
-        pred = read_label_map(case.pred_path, case_id=case.case_id)
+    truth_raw, truth_digest = read_bytes_digest(case.truth_path, case_id=case.case_id)
+    pred_raw, pred_digest = (
+        (None, "missing") if case.pred_path is None else read_bytes_digest(case.pred_path, case_id=case.case_id)
+    )
+    identity = json.dumps([case.case_id, case.subject_id, case.groups], sort_keys=True)
+    key = cache_key(identity, truth_digest, pred_digest, cfg.model_dump_json())
+    cached = job.cache.get(key)
+    if cached is not None:
+        return _Scored(CaseRecord.model_validate(cached), truth_digest, pred_digest)
+    truth = read_label_map(case.truth_path, case_id=case.case_id, raw=truth_raw, digest=truth_digest)
+    pred = None
+    if case.pred_path is not None:
+        pred = read_label_map(case.pred_path, case_id=case.case_id, raw=pred_raw, digest=pred_digest)
         check_same_grid(truth, pred, case_id=case.case_id, tolerance=cfg.geometry_tolerance)
-        pred_array, pred_digest = pred.array, pred.digest
-    allowed = {i for ids in cfg.labels.values() for i in ((ids,) if isinstance(ids, int) else ids)}
-    if pred_array is None:
-        metrics: dict[str, dict[str, float]] = {name: {} for name in cfg.labels}
-    else:
-        cm = confusion_matrix(pred_array, truth.array)
-        in_truth, in_pred = present_labels(*cm)
-        _check_label_ids(in_truth, allowed, truth, case.case_id, "ground truth")
-        if case.pred_path is not None:
-            _check_label_ids(in_pred, allowed, pred, case.case_id, "prediction")
-        metrics = score_segmentation(
-            truth.array,
-            pred_array,
-            truth.spacing,
-            dict(cfg.labels),
-            nsd_tolerance_mm=cfg.nsd_tolerance_mm,
-            hd_percentile=cfg.hd_percentile,
-            hd_empty_penalty=cfg.hd_empty_penalty,
-            empty_both=cfg.empty_both,
-            confusion=cm,
-        )
-    missing = case.pred_path is None
     record = CaseRecord(
         case_id=case.case_id,
         subject_id=case.subject_id,
         groups=case.groups,
-        metrics=metrics,
-        status="missing_prediction" if missing else "ok",
-        message=f"no prediction file; scored by policy '{cfg.missing_prediction}'" if missing else "",
+        metrics=_organ_metrics(case.case_id, truth, pred, cfg),
+        status="missing_prediction" if pred is None else "ok",
+        message="" if pred is not None else f"no prediction file; scored by policy '{cfg.missing_prediction}'",
     )
-    return _Scored(record, truth.digest, pred_digest)
+    job.cache.put(key, record.model_dump(mode="json"))
+    return _Scored(record, truth_digest, pred_digest)
+
+
+def _organ_metrics(
+    case_id: str, truth: LabelVolume, pred: LabelVolume | None, cfg: UMDConfig
+) -> dict[str, dict[str, float]]:
+    """Per-organ metrics; a missing prediction is scored as all background (``worst``) or left empty."""
+    if pred is None and cfg.missing_prediction == "exclude":
+        return {name: {} for name in cfg.labels}
+    pred_array = np.zeros_like(truth.array) if pred is None else pred.array
+    allowed = {i for ids in cfg.labels.values() for i in ((ids,) if isinstance(ids, int) else ids)}
+    cm = confusion_matrix(pred_array, truth.array)
+    in_truth, in_pred = present_labels(*cm)
+    _check_label_ids(in_truth, allowed, truth, case_id, "ground truth")
+    if pred is not None:
+        _check_label_ids(in_pred, allowed, pred, case_id, "prediction")
+    return score_segmentation(
+        truth.array,
+        pred_array,
+        truth.spacing,
+        dict(cfg.labels),
+        nsd_tolerance_mm=cfg.nsd_tolerance_mm,
+        hd_percentile=cfg.hd_percentile,
+        hd_empty_penalty=cfg.hd_empty_penalty,
+        empty_both=cfg.empty_both,
+        confusion=cm,
+    )
 
 
 def _seed(base: int, group: str) -> tuple[int, int]:
@@ -264,7 +282,8 @@ def evaluate(gt_dir: Path, pred_dir: Path, cfg: EvalConfig, model: dict[str, str
     notes = [f"{len(extra)} prediction(s) without a manifest row ignored: {', '.join(extra[:10])}"] if extra else []
     for note in notes:
         log.warning(note)
-    scored = map_cases(score_case, [_Job(c, cfg.umd) for c in cases], cfg.engine, "UMD cases")
+    cache = CaseCache(Path(cfg.engine.cache_dir) if cfg.engine.cache else None, NAME)
+    scored = map_cases(score_case, [_Job(c, cfg.umd, cache) for c in cases], cfg.engine, "UMD cases")
     records = [s.record for s in scored]
     gt_digest = _digest([f"manifest:{manifest_digest}"] + [f"{s.record.case_id}:{s.truth_digest}" for s in scored])
     pred_digest = _digest([f"{s.record.case_id}:{s.pred_digest}" for s in scored])

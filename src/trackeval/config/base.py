@@ -27,7 +27,20 @@ class BootstrapConfig(Section):
 
 
 class EngineConfig(Section):
-    """Where per-case scoring runs. ``processes`` uses one worker per core unless ``workers`` is set."""
+    """Where per-case scoring runs, and the per-case cache.
 
-    executor: Literal["local", "processes"] = "processes"
+    ``executor``: ``local`` (in-process), ``processes`` (a process pool, one worker per core unless
+    ``workers`` is set) or ``dask`` (a ``dask.distributed`` LocalCluster with ``workers`` workers, or the
+    existing cluster at ``scheduler``, e.g. ``tcp://host:8786`` from dask-jobqueue or Kubernetes; connecting
+    gives up after ``scheduler_timeout_s`` seconds).
+    ``cache``: reuse per-case results keyed by input digests + metric config (``--no-cache`` turns it off);
+    ``cache_dir``: where (relative paths are relative to the working directory).
+    None of these change a number: they are not part of results.json.
+    """
+
+    executor: Literal["local", "processes", "dask"] = "processes"
     workers: PositiveInt | None = None
+    scheduler: str | None = None
+    scheduler_timeout_s: float = Field(10.0, gt=0.0)
+    cache: bool = True
+    cache_dir: str = ".trackeval-cache"

@@ -1,4 +1,4 @@
-"""Map a per-case scoring function over cases on an executor, with a progress bar on stderr.
+"""Map a per-case scoring function over cases on an executor (local, process pool or Dask), with a progress bar.
 
 Workers read their own files and return small records; results come back in input order whatever the
 executor, so outputs are identical across executors and worker counts.
@@ -6,6 +6,7 @@ executor, so outputs are identical across executors and worker counts.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 from collections.abc import Callable, Sequence
@@ -23,6 +24,7 @@ from rich.progress import (
 )
 
 from trackeval.config import EngineConfig
+from trackeval.errors import TrackevalError
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -57,11 +59,15 @@ def map_cases(fn: Callable[[T], R], items: Sequence[T], config: EngineConfig, de
     """``[fn(item) for item in items]`` on the configured executor, in input order.
 
     The first exception raised by ``fn`` stops the run (pending cases are cancelled) and propagates.
-    ``processes`` falls back to in-process execution when there is one worker or one item.
+    ``processes`` falls back to in-process execution when there is one worker or one item. ``dask``
+    retries the cases of a worker that dies (``distributed``'s ``allowed-failures``), so a lost worker
+    costs time, not results.
     """
-    workers = min(default_workers(config), len(items))
     progress, task = _progress(len(items), description)
     with progress:
+        if config.executor == "dask":
+            return _map_dask(fn, items, config, lambda n: progress.advance(task, n))
+        workers = min(default_workers(config), len(items))
         if config.executor == "local" or workers <= 1:
             out = []
             for item in items:
@@ -81,3 +87,39 @@ def map_cases(fn: Callable[[T], R], items: Sequence[T], config: EngineConfig, de
                             p.cancel()
                         raise f.exception()  # type: ignore[misc]
             return [f.result() for f in futures]
+
+
+def _map_dask(
+    fn: Callable[[T], R], items: Sequence[T], config: EngineConfig, advance: Callable[[int], None]
+) -> list[R]:
+    """Run on a ``dask.distributed`` cluster: the one at ``config.scheduler`` or a new LocalCluster."""
+    from distributed import Client, LocalCluster, as_completed
+
+    with contextlib.ExitStack() as stack:
+        if config.scheduler:
+            try:
+                client = stack.enter_context(Client(config.scheduler, timeout=f"{config.scheduler_timeout_s}s"))
+            except OSError as exc:
+                raise TrackevalError(f"cannot reach the Dask scheduler at {config.scheduler}: {exc}") from exc
+        else:
+            cluster = stack.enter_context(
+                LocalCluster(
+                    n_workers=default_workers(config),
+                    threads_per_worker=1,
+                    processes=True,
+                    dashboard_address=None,
+                    host="127.0.0.1",
+                )
+            )
+            client = stack.enter_context(Client(cluster))
+        futures = client.map(fn, items, pure=False)
+        index = {f.key: i for i, f in enumerate(futures)}
+        out: list[R | None] = [None] * len(items)
+        try:
+            for future in as_completed(futures):
+                out[index[future.key]] = future.result()
+                advance(1)
+        except BaseException:
+            client.cancel(futures)
+            raise
+        return out  # type: ignore[return-value]

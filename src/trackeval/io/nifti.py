@@ -28,26 +28,31 @@ class LabelVolume:
     path: str
 
 
-def read_bytes_digest(path: Path) -> tuple[bytes, str]:
-    """File bytes and their sha256 (read once: the digest feeds the data lineage)."""
-    data = path.read_bytes()
+def read_bytes_digest(path: Path, *, case_id: str) -> tuple[bytes, str]:
+    """File bytes and their sha256 (read once: the digest feeds the lineage and the case cache).
+
+    Raises :class:`InputError` naming the file and case when it cannot be read or is empty.
+    """
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise InputError(f"cannot read file: {exc.strerror or exc}", file=str(path), case_id=case_id) from exc
+    if not data:
+        raise InputError("file is empty", file=str(path), case_id=case_id)
     return data, hashlib.sha256(data).hexdigest()
 
 
-def read_label_map(path: Path, *, case_id: str) -> LabelVolume:
+def read_label_map(path: Path, *, case_id: str, raw: bytes | None = None, digest: str | None = None) -> LabelVolume:
     """Load an integer label map from ``.nii``/``.nii.gz`` and validate it.
 
-    Float data is accepted only when every value is a finite integer (it is then cast); NaN/inf or
-    fractional values, negative labels, 4D+ data and unreadable or truncated files raise
-    :class:`InputError` naming the file, the case and the offending field.
+    ``raw``/``digest`` may pass the bytes already read with :func:`read_bytes_digest`. Float data is accepted
+    only when every value is a finite integer (it is then cast); NaN/inf or fractional values, negative
+    labels, 4D+ data and unreadable or truncated files raise :class:`InputError` naming the file, the case
+    and the offending field.
     """
     where = {"file": str(path), "case_id": case_id}
-    try:
-        raw, digest = read_bytes_digest(path)
-    except OSError as exc:
-        raise InputError(f"cannot read file: {exc.strerror or exc}", **where) from exc
-    if not raw:
-        raise InputError("file is empty", **where)
+    if raw is None or digest is None:
+        raw, digest = read_bytes_digest(path, case_id=case_id)
     try:
         if raw[:2] == b"\x1f\x8b":
             raw = gzip.decompress(raw)

@@ -1,0 +1,142 @@
+"""Executors and the case cache: identical results everywhere, resume after a crash, faults."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.conftest import umd_argv
+from trackeval.cli import main
+from trackeval.engine.cache import CaseCache, cache_key
+
+
+def _run(gt: Path, pred: Path, out: Path, *extra: str) -> bytes:
+    assert main(umd_argv(gt, pred, out, "--set", "bootstrap.n_resamples=100", *extra)) == 0
+    return (out / "results.json").read_bytes()
+
+
+def test_dask_local_cluster_gives_identical_results(umd_dataset, tmp_path: Path):
+    gt, pred = umd_dataset()
+    local = _run(gt, pred, tmp_path / "local", "--executor", "local", "--no-cache")
+    dask2 = _run(gt, pred, tmp_path / "dask", "--executor", "dask", "--workers", "2", "--no-cache")
+    assert local == dask2
+
+
+def test_cache_hit_is_identical_and_skips_work(umd_dataset, tmp_path: Path, monkeypatch):
+    gt, pred = umd_dataset()
+    first = _run(gt, pred, tmp_path / "a", "--executor", "local")
+    entries = list(Path(".trackeval-cache", "umd").rglob("*.json"))
+    assert len(entries) == 4
+    import trackeval.benchmarks.umd as umd
+
+    def boom(*args, **kwargs):
+        raise AssertionError("a cached case was recomputed")
+
+    monkeypatch.setattr(umd, "_organ_metrics", boom)
+    assert _run(gt, pred, tmp_path / "b", "--executor", "local") == first
+
+
+def test_cache_key_covers_inputs_and_config(umd_dataset, tmp_path: Path):
+    gt, pred = umd_dataset()
+    base = json.loads(_run(gt, pred, tmp_path / "a", "--executor", "local"))
+    # a changed metric config must not be served from the cache
+    other = json.loads(_run(gt, pred, tmp_path / "b", "--executor", "local", "--set", "umd.nsd_tolerance_mm=3"))
+    assert other["aggregates"]["umd/nsd"]["value"] > base["aggregates"]["umd/nsd"]["value"]
+    # a changed prediction file must not be served from the cache
+    (pred / "s1_ct.nii.gz").write_bytes((pred / "s1_pet.nii.gz").read_bytes())
+    changed = json.loads(_run(gt, pred, tmp_path / "c", "--executor", "local"))
+    s1 = {c["case_id"]: c for c in changed["cases"]}
+    assert s1["s1_ct"]["metrics"]["liver"]["dsc"] == s1["s1_pet"]["metrics"]["liver"]["dsc"]
+
+
+def test_corrupt_cache_entry_is_a_miss(tmp_path: Path):
+    cache = CaseCache(tmp_path, "ns")
+    key = cache_key("a", "b")
+    cache.put(key, {"x": 1})
+    assert cache.get(key) == {"x": 1}
+    path = next(tmp_path.rglob("*.json"))
+    path.write_text("{truncated")
+    assert cache.get(key) is None
+    assert CaseCache(None, "ns").get(key) is None
+
+
+def test_sigkill_mid_run_then_resume_from_cache(umd_dataset, tmp_path: Path):
+    """Kill the evaluation after some cases were cached; the re-run finishes with the same results."""
+    gt, pred = umd_dataset(shape=(60, 60, 40))
+    reference = _run(gt, pred, tmp_path / "ref", "--executor", "local", "--no-cache")
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    cmd = [
+        sys.executable,
+        "-m",
+        "trackeval.cli",
+        *umd_argv(gt, pred, tmp_path / "out", "--executor", "local"),
+        "--set",
+        "bootstrap.n_resamples=100",
+    ]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    cache_dir = Path(".trackeval-cache", "umd")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len(list(cache_dir.rglob("*.json"))) < 2 and proc.poll() is None:
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    done_before = len(list(cache_dir.rglob("*.json")))
+    assert done_before >= 1
+    assert not (tmp_path / "out" / "results.json").exists() or done_before == 4
+    assert not list((tmp_path / "out").glob(".*.tmp")) if (tmp_path / "out").exists() else True
+    assert _run(gt, pred, tmp_path / "out", "--executor", "local") == reference
+
+
+def test_unreachable_dask_scheduler(umd_dataset, tmp_path: Path, capsys):
+    gt, pred = umd_dataset()
+    rc = main(
+        umd_argv(
+            gt,
+            pred,
+            tmp_path / "o",
+            "--executor",
+            "dask",
+            "--scheduler",
+            "tcp://127.0.0.1:9",
+            "--set",
+            "engine.scheduler_timeout_s=1",
+        )
+    )
+    assert rc == 2 and "cannot reach the Dask scheduler" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+
+
+def test_dask_worker_killed_mid_run_results_equal(umd_dataset, tmp_path: Path):
+    """A worker process dies while scoring: its cases are rescheduled on the other worker, results unchanged."""
+    import threading
+
+    from distributed import Client, LocalCluster
+
+    gt, pred = umd_dataset(shape=(90, 90, 60), n_subjects=6)
+    reference = _run(gt, pred, tmp_path / "ref", "--executor", "local", "--no-cache")
+    with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None, host="127.0.0.1") as cluster:
+        with Client(cluster) as client:
+            pids = client.run(os.getpid)
+            killed: list[str] = []
+
+            def killer() -> None:
+                deadline = time.monotonic() + 60
+                while time.monotonic() < deadline:
+                    busy = [w for w, tasks in client.processing().items() if tasks]
+                    if busy:
+                        os.kill(pids[busy[0]], signal.SIGKILL)
+                        killed.append(busy[0])
+                        return
+                    time.sleep(0.005)
+
+            thread = threading.Thread(target=killer, daemon=True)
+            thread.start()
+            out = _run(gt, pred, tmp_path / "out", "--no-cache", "--scheduler", cluster.scheduler_address)
+            thread.join()
+    assert killed, "no worker was busy: the fault was not injected"
+    assert out == reference
