@@ -49,6 +49,12 @@ def build_parser() -> argparse.ArgumentParser:
         p = bench.add_parser(spec.name, help=spec.help)
         spec.add_arguments(p)
         _add_common(p)
+    audit = sub.add_parser("audit", help="leakage and coverage audits of a test set (exit 1 when one fails)")
+    audit_sub = audit.add_subparsers(dest="audit_benchmark", required=True)
+    au = audit_sub.add_parser("umd", help="UMD: subject overlap and duplicate images vs a training manifest")
+    au.add_argument("--ground-truth", type=Path, required=True, help="folder with manifest.csv (optional image column)")
+    au.add_argument("--predictions", type=Path, required=True, help="folder with <case_id>.nii.gz predictions")
+    au.add_argument("--train-manifest", type=Path, required=True, help="training CSV: subject_id[,case_id,image]")
     demo = sub.add_parser("demo", help="evaluate the bundled real UMD example (chest CT organ labels)")
     _add_common(demo)
     data = sub.add_parser("data", help="build demo data")
@@ -81,6 +87,20 @@ def _evaluate(spec: BenchmarkSpec, args: argparse.Namespace) -> int:
     return 0
 
 
+def _audit_umd(args: argparse.Namespace) -> int:
+    from trackeval.benchmarks import umd
+    from trackeval.config import UMDConfig
+
+    cases, extra, _ = umd.load_cases(args.ground_truth, args.predictions)
+    findings = umd.audit_cases(cases, UMDConfig(train_manifest=str(args.train_manifest)))
+    missing = [c.case_id for c in cases if c.pred_path is None]
+    console = Console()
+    for f in findings:
+        console.print(f"[{'red' if f.count else 'green'}]{f.check}: {f.count}[/] {f.note}")
+    console.print(f"coverage: {len(missing)} case(s) without prediction, {len(extra)} prediction(s) without case")
+    return 1 if any(f.count for f in findings) else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
@@ -88,6 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "evaluate":
             return _evaluate(registry[args.benchmark], args)
+        if args.command == "audit":
+            return _audit_umd(args)
         if args.command == "demo":
             from trackeval.demo.umd_example import example_dirs
 

@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from trackeval import __version__
+from trackeval.audit.leakage import AuditFinding, audit_against_training
 from trackeval.benchmarks.registry import BenchmarkSpec, register
 from trackeval.benchmarks.segmentation import present_labels, score_segmentation
 from trackeval.config import EvalConfig, UMDConfig
@@ -58,6 +59,7 @@ class UMDCase:
     groups: dict[str, str]
     truth_path: Path
     pred_path: Path | None
+    image_path: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -105,7 +107,8 @@ def load_cases(gt_dir: Path, pred_dir: Path) -> tuple[list[UMDCase], list[str], 
                 case_id=case_id,
                 field="modality",
             )
-        groups = {k: v for k, v in row.items() if k not in ("case_id", "subject_id", "modality") and v}
+        groups = {k: v for k, v in row.items() if k not in ("case_id", "subject_id", "modality", "image") and v}
+        image = resolve_inside(gt_dir, row["image"], case_id=case_id) if row.get("image") else None
         truth = resolve_inside(gt_dir, case_id + SUFFIX, case_id=case_id)
         if not truth.is_file():
             raise InputError("ground-truth label map not found", file=str(truth), case_id=case_id)
@@ -118,10 +121,19 @@ def load_cases(gt_dir: Path, pred_dir: Path) -> tuple[list[UMDCase], list[str], 
                 {"modality": modality, **groups},
                 truth,
                 pred if pred.is_file() else None,
+                image,
             )
         )
     extra = sorted(p.name for p in pred_dir.glob("*" + SUFFIX) if p.name[: -len(SUFFIX)] not in seen)
     return cases, extra, hashlib.sha256(manifest.read_bytes()).hexdigest()
+
+
+def audit_cases(cases: list[UMDCase], cfg: UMDConfig) -> list[AuditFinding]:
+    """Split audits against ``cfg.train_manifest`` (none configured: no audit)."""
+    if cfg.train_manifest is None:
+        return []
+    images = {c.case_id: c.image_path for c in cases if c.image_path is not None}
+    return audit_against_training(Path(cfg.train_manifest), [c.subject_id for c in cases], images)
 
 
 def _check_label_ids(found: set[int], allowed: set[int], vol: LabelVolume, case_id: str, role: str) -> None:
@@ -147,7 +159,7 @@ def score_case(job: _Job) -> _Scored:
         (None, "missing") if case.pred_path is None else read_bytes_digest(case.pred_path, case_id=case.case_id)
     )
     identity = json.dumps([case.case_id, case.subject_id, case.groups], sort_keys=True)
-    key = cache_key(identity, truth_digest, pred_digest, cfg.model_dump_json())
+    key = cache_key(identity, truth_digest, pred_digest, cfg.model_dump_json(exclude={"train_manifest"}))
     cached = job.cache.get(key)
     if cached is not None:
         return _Scored(CaseRecord.model_validate(cached), truth_digest, pred_digest)
@@ -280,6 +292,8 @@ def evaluate(gt_dir: Path, pred_dir: Path, cfg: EvalConfig, model: dict[str, str
     """Run the UMD benchmark end to end and return the results object (no files written)."""
     cases, extra, manifest_digest = load_cases(gt_dir, pred_dir)
     notes = [f"{len(extra)} prediction(s) without a manifest row ignored: {', '.join(extra[:10])}"] if extra else []
+    audits = audit_cases(cases, cfg.umd)
+    notes += [a.note for a in audits if a.count]
     for note in notes:
         log.warning(note)
     cache = CaseCache(Path(cfg.engine.cache_dir) if cfg.engine.cache else None, NAME)
@@ -305,6 +319,7 @@ def evaluate(gt_dir: Path, pred_dir: Path, cfg: EvalConfig, model: dict[str, str
             "n_cases": len(records),
             "n_missing_predictions": n_missing,
             "n_extra_predictions": len(extra),
+            **{f"audit/{a.check}": a.count for a in audits},
         },
         warnings=notes,
         cases=records,

@@ -37,6 +37,9 @@ class UMDConfig(Section):
     ``empty_both``: an organ absent from both truth and prediction is ``nan`` (not applicable, excluded
     from means and from ``n_valid``; default, nnU-Net) or ``perfect`` (Dice/IoU/NSD 1, distances 0 mm,
     counted, MONAI ``ignore_empty=False`` style).
+    ``train_manifest``: a training-split manifest (CSV with ``subject_id``, optional ``case_id`` and ``image``)
+    to audit the test set against: shared subjects and exact duplicate images (``image`` columns in both
+    manifests) are counted as ``audit/n_subject_overlap`` and ``audit/n_duplicate_images``.
     ``geometry_tolerance``: largest absolute difference allowed between the prediction's and the truth's
     affine entries (mm).
     """
@@ -49,6 +52,7 @@ class UMDConfig(Section):
     hd_empty_penalty: Literal["diagonal"] | Annotated[float, Field(gt=0.0)] = "diagonal"
     missing_prediction: Literal["worst", "exclude"] = "worst"
     empty_both: Literal["nan", "perfect"] = "nan"
+    train_manifest: str | None = None
     geometry_tolerance: float = Field(1e-3, ge=0.0)
     modality_pairs: tuple[tuple[str, str], ...] = (("ct", "pet"), ("mri", "pet"), ("ct", "mri"))
 

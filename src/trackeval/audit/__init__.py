@@ -1,0 +1,1 @@
+"""Data audits run before every evaluation: leakage between splits and duplicate images."""
