@@ -16,10 +16,11 @@ import yaml
 from pydantic import ValidationError
 
 from trackeval.config.base import BootstrapConfig, EngineConfig, Section
+from trackeval.config.mir3d import Mir3dConfig
 from trackeval.config.umd import UMD_ORGANS, UMDConfig
 from trackeval.errors import ConfigError
 
-__all__ = ["UMD_ORGANS", "BootstrapConfig", "EngineConfig", "EvalConfig", "UMDConfig", "load_config"]
+__all__ = ["UMD_ORGANS", "BootstrapConfig", "EngineConfig", "EvalConfig", "Mir3dConfig", "UMDConfig", "load_config"]
 
 
 class EvalConfig(Section):
@@ -28,6 +29,7 @@ class EvalConfig(Section):
     bootstrap: BootstrapConfig = BootstrapConfig()
     engine: EngineConfig = EngineConfig()
     umd: UMDConfig = UMDConfig()
+    mir3d: Mir3dConfig = Mir3dConfig()
 
     def digest(self) -> str:
         """sha256 of the canonical JSON of this config (the ``params hash``)."""
