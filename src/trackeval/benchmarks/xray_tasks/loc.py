@@ -1,0 +1,224 @@
+"""``loc``: detection (bone fractures, chest findings) and phrase grounding (MS-CXR style) on COCO-format boxes.
+
+Inputs: ``--ground-truth`` a COCO annotation file (``images``, ``annotations`` with ``id``, ``image_id``,
+``category_id``, ``bbox = [x, y, w, h]`` in pixels; ``categories`` with ``id``, ``name``; crowd regions are not
+supported) and ``--predictions`` a COCO results list. Entries with ``image_id``, ``category_id``, ``bbox``,
+``score`` are detections; entries with ``annotation_id`` and ``bbox`` are phrase-grounding boxes, one per
+ground-truth annotation (the phrase's box).
+
+* ``xray/loc/map_50``: mean over categories with ground truth of COCO AP at IoU 0.5 (101-point interpolation,
+  area range all, ``xray.loc.max_dets`` detections per image and category; pycocotools ``COCOeval`` semantics,
+  see :mod:`trackeval.metrics.detection`), with ``/by_category/<name>``. No CI (AP is not a mean over images).
+* ``xray/loc/miou``: mean IoU over all ground-truth annotations of their grounding box (a missing one counts 0
+  and is counted in ``n_missing_grounding``), with an annotation-level bootstrap CI; only when the
+  predictions hold grounding entries.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from trackeval.benchmarks.xray_tasks.common import (
+    TaskInputs,
+    TaskOutput,
+    column_summary,
+    read_json,
+    sha256_files,
+    summary,
+    unique_tokens,
+)
+from trackeval.config import EvalConfig
+from trackeval.errors import InputError
+from trackeval.metrics.detection import average_precision_at_iou, grounding_iou, xywh_to_xyxy
+from trackeval.results import CaseRecord, MetricSummary, metric_key
+
+log = logging.getLogger(__name__)
+
+PREFIX = "xray/loc"
+IOU_THRESHOLD = 0.5
+
+
+def _number(value: Any, *, file: str, where: str, field: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise InputError(f"{where}: {field} must be a finite number, got {value!r}", file=file, field=field)
+    return float(value)
+
+
+def _bbox(entry: dict[str, Any], *, file: str, where: str) -> list[float]:
+    box = entry.get("bbox")
+    if not isinstance(box, list) or len(box) != 4:
+        raise InputError(f"{where}: bbox must be a list [x, y, w, h]", file=file, field="bbox")
+    x, y, w, h = (_number(v, file=file, where=where, field="bbox") for v in box)
+    if w < 0 or h < 0:
+        raise InputError(f"{where}: bbox width and height must be >= 0, got {box}", file=file, field="bbox")
+    return [x, y, w, h]
+
+
+def _id(entry: dict[str, Any], key: str, *, file: str, where: str) -> int | str:
+    value = entry.get(key)
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise InputError(f"{where}: missing or invalid {key} {value!r}", file=file, field=key)
+    return value
+
+
+def _list(doc: dict[str, Any], key: str, file: str) -> list[dict[str, Any]]:
+    items = doc.get(key)
+    if not isinstance(items, list) or not all(isinstance(x, dict) for x in items):
+        raise InputError(f"COCO file needs a list of objects under {key!r}", file=file, field=key)
+    return items
+
+
+def load_ground_truth(path: Path) -> tuple[list[int | str], dict[int | str, str], list[dict[str, Any]]]:
+    """Image ids (sorted, as COCOeval), ``{category id: key token}`` and validated annotations."""
+    file = str(path)
+    doc = read_json(path)
+    if not isinstance(doc, dict):
+        raise InputError("COCO ground truth must be a JSON object", file=file)
+    images = [_id(im, "id", file=file, where=f"images[{i}]") for i, im in enumerate(_list(doc, "images", file))]
+    if len(set(images)) != len(images):
+        raise InputError("duplicate image id in images", file=file, field="images.id")
+    cats = _list(doc, "categories", file)
+    cat_ids = [_id(c, "id", file=file, where=f"categories[{i}]") for i, c in enumerate(cats)]
+    if len(set(cat_ids)) != len(cat_ids):
+        raise InputError("duplicate category id", file=file, field="categories.id")
+    names = [str(c.get("name", c["id"])) for c in cats]
+    categories = dict(zip(cat_ids, unique_tokens(names, file=file, field="categories.name"), strict=True))
+    known_images = set(images)
+    anns, ann_ids = [], set()
+    for i, a in enumerate(_list(doc, "annotations", file)):
+        where = f"annotations[{i}]"
+        ann_id = _id(a, "id", file=file, where=where)
+        if ann_id in ann_ids:
+            raise InputError(f"{where}: duplicate annotation id {ann_id!r}", file=file, field="id")
+        ann_ids.add(ann_id)
+        if _id(a, "image_id", file=file, where=where) not in known_images:
+            raise InputError(f"{where}: image_id {a['image_id']!r} is not in images", file=file, field="image_id")
+        if _id(a, "category_id", file=file, where=where) not in categories:
+            raise InputError(
+                f"{where}: category_id {a['category_id']!r} is not in categories", file=file, field="category_id"
+            )
+        if a.get("iscrowd", 0):
+            raise InputError(f"{where}: crowd regions (iscrowd=1) are not supported", file=file, field="iscrowd")
+        anns.append(
+            {
+                "id": ann_id,
+                "image_id": a["image_id"],
+                "category_id": a["category_id"],
+                "bbox": _bbox(a, file=file, where=where),
+            }
+        )
+    if not images:
+        raise InputError("no images in the ground truth", file=file, field="images")
+    return sorted(images, key=lambda x: (isinstance(x, str), x)), categories, anns
+
+
+def load_predictions(
+    path: Path, images: set[int | str], categories: dict[int | str, str], ann_ids: set[int | str]
+) -> tuple[list[dict[str, Any]], dict[int | str, list[float]]]:
+    """Validated detections and ``{annotation id: grounding bbox}`` from a COCO results list."""
+    file = str(path)
+    doc = read_json(path)
+    if not isinstance(doc, list) or not all(isinstance(x, dict) for x in doc):
+        raise InputError("COCO detections must be a JSON list of objects", file=file)
+    dets, grounding = [], {}
+    for i, d in enumerate(doc):
+        where = f"entry {i}"
+        box = _bbox(d, file=file, where=where)
+        if "annotation_id" in d:
+            ann = _id(d, "annotation_id", file=file, where=where)
+            if ann not in ann_ids:
+                raise InputError(
+                    f"{where}: annotation_id {ann!r} is not in the ground truth", file=file, field="annotation_id"
+                )
+            if ann in grounding:
+                raise InputError(
+                    f"{where}: a second grounding box for annotation {ann!r}", file=file, field="annotation_id"
+                )
+            grounding[ann] = box
+            continue
+        if _id(d, "image_id", file=file, where=where) not in images:
+            raise InputError(
+                f"{where}: image_id {d['image_id']!r} is not in the ground truth", file=file, field="image_id"
+            )
+        if _id(d, "category_id", file=file, where=where) not in categories:
+            raise InputError(f"{where}: unknown category_id {d['category_id']!r}", file=file, field="category_id")
+        score = _number(d.get("score"), file=file, where=where, field="score")
+        dets.append({"image_id": d["image_id"], "category_id": d["category_id"], "bbox": box, "score": score})
+    return dets, grounding
+
+
+def evaluate(inputs: TaskInputs, cfg: EvalConfig) -> TaskOutput:
+    """Score the localisation task (see the module docstring)."""
+    images, categories, anns = load_ground_truth(inputs.ground_truth)
+    dets, grounding = load_predictions(inputs.predictions, set(images), categories, {a["id"] for a in anns})
+    gt: dict[tuple[Any, Any], list[list[float]]] = defaultdict(list)
+    for a in anns:
+        gt[a["category_id"], a["image_id"]].append(a["bbox"])
+    pred: dict[tuple[Any, Any], tuple[list[list[float]], list[float]]] = defaultdict(lambda: ([], []))
+    for d in dets:
+        boxes, scores = pred[d["category_id"], d["image_id"]]
+        boxes.append(d["bbox"])
+        scores.append(d["score"])
+    n_img = len(images)
+    out: dict[str, MetricSummary] = {}
+    aps = []
+    per_image: dict[Any, dict[str, dict[str, float]]] = {im: {} for im in images}
+    for cat, token in categories.items():
+        used = [im for im in images if (cat, im) in gt or (cat, im) in pred]
+        ap = average_precision_at_iou(
+            [xywh_to_xyxy(gt.get((cat, im), [])) for im in used],
+            [xywh_to_xyxy(pred[cat, im][0]) if (cat, im) in pred else np.zeros((0, 4)) for im in used],
+            [np.asarray(pred[cat, im][1]) if (cat, im) in pred else np.zeros(0) for im in used],
+            IOU_THRESHOLD,
+            cfg.xray.loc.max_dets,
+        )
+        out[metric_key(PREFIX, "map_50", "by_category", token)] = summary(ap, n_img, 0 if math.isnan(ap) else n_img)
+        if not math.isnan(ap):
+            aps.append(ap)
+        for im in used:
+            per_image[im][token] = {
+                "n_gt": float(len(gt.get((cat, im), []))),
+                "n_det": float(len(pred[cat, im][1]) if (cat, im) in pred else 0),
+            }
+    out[metric_key(PREFIX, "map_50")] = summary(float(np.mean(aps)) if aps else math.nan, n_img, n_img if aps else 0)
+    notes = []
+    n_missing = 0
+    if grounding:
+        truth_boxes = np.array([a["bbox"] for a in anns]).reshape(-1, 4)
+        has = np.array([a["id"] in grounding for a in anns], dtype=bool)
+        pred_boxes = np.array([grounding.get(a["id"], a["bbox"]) for a in anns]).reshape(-1, 4)
+        ious = np.where(has, grounding_iou(xywh_to_xyxy(pred_boxes), xywh_to_xyxy(truth_boxes)), 0.0)
+        n_missing = int((~has).sum())
+        out[metric_key(PREFIX, "miou")] = column_summary(ious, cfg.bootstrap, "miou")
+        for a, v in zip(anns, ious, strict=True):
+            per_image[a["image_id"]][f"annotation_{a['id']}"] = {"grounding_iou": float(v)}
+        if n_missing:
+            notes.append(f"{n_missing} annotation(s) without a grounding box scored IoU 0")
+    else:
+        notes.append("no grounding entries (annotation_id) in the predictions: xray/loc/miou not computed")
+    for note in notes:
+        log.warning(note)
+    records = [CaseRecord(case_id=str(im), subject_id=str(im), metrics=per_image[im]) for im in images]
+    return TaskOutput(
+        records=records,
+        aggregates=out,
+        item_kind="category",
+        ground_truth_digest=sha256_files(inputs.ground_truth),
+        predictions_digest=sha256_files(inputs.predictions),
+        summary={
+            "n_images": n_img,
+            "n_categories": len(categories),
+            "n_gt_boxes": len(anns),
+            "n_detections": len(dets),
+            "n_grounding_boxes": len(grounding),
+            "n_missing_grounding": n_missing,
+        },
+        warnings=notes,
+        params={"iou_threshold": IOU_THRESHOLD, "interpolation": "coco_101_point"},
+    )

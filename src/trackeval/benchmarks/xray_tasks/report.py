@@ -1,0 +1,146 @@
+"""``report``: radiology report generation (IU X-ray, MIMIC-CXR) with pycocoevalcap's caption metrics.
+
+Inputs: ``--ground-truth references.jsonl`` and ``--predictions predictions.jsonl``, one JSON object per line,
+``{"id": ..., "report": "..."}`` (a reference ``report`` may also be a list of strings: several references).
+Text is tokenised by :func:`trackeval.metrics.text.tokenize` (lower-case, punctuation deleted, whitespace split).
+
+Keys: ``xray/report/bleu_1`` .. ``bleu_4`` (corpus BLEU, closest reference length), ``xray/report/rouge_l``
+(beta ``xray.report.rouge_beta`` = 1.2, mean over reports), ``xray/report/cider`` (CIDEr-D, sigma
+``xray.report.cider_sigma`` = 6, idf from the evaluated references, mean over reports). CIs: report-level
+bootstrap; for BLEU the corpus statistics are re-summed per resample; CIDEr's idf stays that of the full set.
+
+A reference without a prediction is scored as an empty report (status ``missing_prediction``, counted); a
+prediction id without a reference, duplicate ids, malformed lines, missing fields and references that are empty
+after tokenisation are :class:`InputError`.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from trackeval.benchmarks.xray_tasks.common import (
+    TaskInputs,
+    TaskOutput,
+    bootstrap_seed,
+    column_summary,
+    read_jsonl,
+    sha256_files,
+    summary,
+)
+from trackeval.config import EvalConfig
+from trackeval.config.base import BootstrapConfig
+from trackeval.errors import InputError
+from trackeval.metrics.text import BleuStats, NgramCorpus, bleu_from_stats, bleu_stats, cider_d, rouge_l, tokenize
+from trackeval.results import CaseRecord, MetricSummary, metric_key
+
+log = logging.getLogger(__name__)
+
+PREFIX = "xray/report"
+BLEU_N = 4
+
+
+def _reports(path: Path, *, allow_list: bool) -> dict[str, list[str]]:
+    """``{id: [report text, ...]}`` in file order, validated."""
+    out: dict[str, list[str]] = {}
+    lines: dict[str, int] = {}
+    rows = read_jsonl(path)
+    for line, obj in rows:
+        raw_id = obj.get("id")
+        if isinstance(raw_id, bool) or not isinstance(raw_id, str | int) or raw_id == "":
+            raise InputError(f"line {line}: missing or invalid 'id'", file=str(path), field="id")
+        rid = str(raw_id)
+        if rid in out:
+            raise InputError(f"duplicate id on lines {lines[rid]} and {line}", file=str(path), case_id=rid, field="id")
+        text: Any = obj.get("report")
+        texts = text if allow_list and isinstance(text, list) and text else [text]
+        if not all(isinstance(t, str) for t in texts):
+            raise InputError(f"line {line}: 'report' must be a string", file=str(path), case_id=rid, field="report")
+        out[rid], lines[rid] = texts, line
+    return out
+
+
+def _bleu_summaries(stats: BleuStats, boot: BootstrapConfig) -> dict[str, MetricSummary]:
+    """Corpus BLEU-1..4 with a report-level bootstrap: per resample, weighted sums of the per-report statistics."""
+    n = stats.testlen.size
+    value = bleu_from_stats(stats.correct.sum(0), stats.guess.sum(0), stats.testlen.sum(), stats.reflen.sum())
+    rng = np.random.default_rng(bootstrap_seed(boot.seed, "bleu"))
+    samples = []
+    block = max(1, (1 << 22) // max(n, 1))
+    for start in range(0, boot.n_resamples, block):
+        w = rng.multinomial(n, np.full(n, 1.0 / n), size=min(block, boot.n_resamples - start)).astype(np.float64)
+        samples.append(bleu_from_stats(w @ stats.correct, w @ stats.guess, w @ stats.testlen, w @ stats.reflen))
+    alpha = (1.0 - boot.confidence) / 2.0
+    low, high = np.quantile(np.concatenate(samples), [alpha, 1.0 - alpha], axis=0)
+    return {
+        metric_key(PREFIX, f"bleu_{k + 1}"): summary(float(value[k]), n, n, float(low[k]), float(high[k]))
+        for k in range(BLEU_N)
+    }
+
+
+def evaluate(inputs: TaskInputs, cfg: EvalConfig) -> TaskOutput:
+    """Score the report-generation task (see the module docstring)."""
+    c = cfg.xray.report
+    refs = _reports(inputs.ground_truth, allow_list=True)
+    preds = _reports(inputs.predictions, allow_list=False)
+    extra = [i for i in preds if i not in refs]
+    if extra:
+        raise InputError(
+            f"{len(extra)} prediction id(s) without a reference, e.g. {extra[0]!r}",
+            file=str(inputs.predictions),
+            case_id=extra[0],
+            field="id",
+        )
+    ids = list(refs)
+    ref_tokens = [[tokenize(t) for t in refs[i]] for i in ids]
+    for rid, toks in zip(ids, ref_tokens, strict=True):
+        if not all(toks):
+            raise InputError(
+                "reference report is empty after tokenisation",
+                file=str(inputs.ground_truth),
+                case_id=rid,
+                field="report",
+            )
+    hyp_tokens = [tokenize(preds[i][0]) if i in preds else [] for i in ids]
+    corpus = NgramCorpus(hyp_tokens, ref_tokens, n=BLEU_N)
+    stats = bleu_stats(corpus)
+    rouge = rouge_l(hyp_tokens, ref_tokens, beta=c.rouge_beta)
+    cider = cider_d(corpus, sigma=c.cider_sigma)
+    sentence_bleu = bleu_from_stats(stats.correct, stats.guess, stats.testlen, stats.reflen)
+    out = _bleu_summaries(stats, cfg.bootstrap)
+    out[metric_key(PREFIX, "rouge_l")] = column_summary(rouge, cfg.bootstrap, "rouge_l")
+    out[metric_key(PREFIX, "cider")] = column_summary(cider, cfg.bootstrap, "cider")
+    records = [
+        CaseRecord(
+            case_id=rid,
+            subject_id=rid,
+            metrics={
+                "report": {
+                    **{f"bleu_{k + 1}": float(sentence_bleu[i, k]) for k in range(BLEU_N)},
+                    "rouge_l": float(rouge[i]),
+                    "cider": float(cider[i]),
+                    "n_tokens": float(len(hyp_tokens[i])),
+                }
+            },
+            status="ok" if rid in preds else "missing_prediction",
+            message="" if rid in preds else "no prediction; scored as an empty report",
+        )
+        for i, rid in enumerate(ids)
+    ]
+    n_missing = len(ids) - len(preds)
+    notes = [f"{n_missing} reference(s) without a prediction scored as empty reports"] if n_missing else []
+    for note in notes:
+        log.warning(note)
+    return TaskOutput(
+        records=records,
+        aggregates=out,
+        item_kind="report",
+        ground_truth_digest=sha256_files(inputs.ground_truth),
+        predictions_digest=sha256_files(inputs.predictions),
+        summary={"n_reports": len(ids), "n_missing_predictions": n_missing},
+        warnings=notes,
+        params={"tokenizer": "lowercase_strip_punctuation", "bleu_reflen": "closest"},
+    )

@@ -1,0 +1,122 @@
+"""``ret``: image-level retrieval with same-label relevance (e.g. MURA anatomy, CheXpert finding).
+
+Inputs: ``--ground-truth labels.csv`` (``image_id,label``: every image of the index and every query) and
+``--predictions rankings.csv`` (``query,rank,retrieved[,score]``, rank 1 = best, ranks 1..n without gaps per
+query). An item retrieved at rank ``i`` is relevant when its label equals the query's label. ``xray/ret/p_at_<k>``
+for each ``k`` in ``xray.ret.ks``: mean over queries of :func:`trackeval.metrics.ranking.precision_at_k`, with
+a query-level bootstrap CI. A list shorter than ``k`` is padded with non-relevant items (counted in
+``n_short_lists``).
+
+Errors: unknown query or retrieved id, a duplicate retrieved id or rank in one list, a query retrieving itself,
+non-integer or non-positive ranks, gaps in the ranks, duplicate image ids in labels.csv.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+
+from trackeval.benchmarks.xray_tasks.common import TaskInputs, TaskOutput, column_summary, sha256_files
+from trackeval.config import EvalConfig
+from trackeval.errors import InputError
+from trackeval.io.tables import read_csv_rows
+from trackeval.metrics.ranking import label_relevance, precision_at_k
+from trackeval.results import CaseRecord, metric_key
+
+log = logging.getLogger(__name__)
+
+PREFIX = "xray/ret"
+
+
+def read_labels(path: Path) -> dict[str, str]:
+    """``{image_id: label}``; empty or duplicate ids and empty labels are :class:`InputError`."""
+    out: dict[str, str] = {}
+    for line, row in enumerate(read_csv_rows(path, required=("image_id", "label")), start=2):
+        image_id, label = row["image_id"], row["label"]
+        if not image_id:
+            raise InputError(f"empty image_id on line {line}", file=str(path), field="image_id")
+        if image_id in out:
+            raise InputError(f"duplicate image_id on line {line}", file=str(path), case_id=image_id, field="image_id")
+        if not label:
+            raise InputError(f"empty label on line {line}", file=str(path), case_id=image_id, field="label")
+        out[image_id] = label
+    return out
+
+
+def read_rankings(path: Path, labels: dict[str, str]) -> dict[str, list[str]]:
+    """``{query: retrieved ids in rank order}``, validated against ``labels`` (see the module docstring)."""
+    lists: dict[str, dict[int, tuple[str, int]]] = {}
+    seen: dict[str, dict[str, int]] = {}  # per query: retrieved id -> line
+    for line, row in enumerate(read_csv_rows(path, required=("query", "rank", "retrieved")), start=2):
+        q, item = row["query"], row["retrieved"]
+        where = {"file": str(path), "case_id": q or None}
+        if q not in labels:
+            raise InputError(f"query {q!r} on line {line} is not in the labels file", field="query", **where)
+        if item not in labels:
+            raise InputError(
+                f"retrieved id {item!r} on line {line} is not in the labels file", field="retrieved", **where
+            )
+        if item == q:
+            raise InputError(f"the query retrieves itself on line {line}", field="retrieved", **where)
+        try:
+            rank = int(row["rank"])
+        except ValueError:
+            raise InputError(f"rank {row['rank']!r} on line {line} is not an integer", field="rank", **where) from None
+        if rank < 1:
+            raise InputError(f"rank {rank} on line {line} must be >= 1", field="rank", **where)
+        ranks = lists.setdefault(q, {})
+        if rank in ranks:
+            raise InputError(f"rank {rank} repeated on lines {ranks[rank][1]} and {line}", field="rank", **where)
+        items = seen.setdefault(q, {})
+        if item in items:
+            raise InputError(f"{item!r} retrieved twice (lines {items[item]} and {line})", field="retrieved", **where)
+        items[item] = line
+        ranks[rank] = (item, line)
+    out = {}
+    for q, ranks in lists.items():
+        if sorted(ranks) != list(range(1, len(ranks) + 1)):
+            gap = next(r for r in range(1, len(ranks) + 2) if r not in ranks)
+            raise InputError(f"ranks of this query skip rank {gap}", file=str(path), case_id=q, field="rank")
+        out[q] = [ranks[r][0] for r in range(1, len(ranks) + 1)]
+    return out
+
+
+def evaluate(inputs: TaskInputs, cfg: EvalConfig) -> TaskOutput:
+    """Score the retrieval task (see the module docstring)."""
+    ks = sorted(set(cfg.xray.ret.ks))
+    labels = read_labels(inputs.ground_truth)
+    lists = read_rankings(inputs.predictions, labels)
+    queries = list(lists)
+    depth = max(max(ks), max(len(v) for v in lists.values()))
+    ranked = np.full((len(queries), depth), "", dtype=object)
+    valid = np.zeros((len(queries), depth), dtype=bool)
+    for i, q in enumerate(queries):
+        ranked[i, : len(lists[q])] = [labels[x] for x in lists[q]]
+        valid[i, : len(lists[q])] = True
+    rel = label_relevance(np.array([labels[q] for q in queries], dtype=object), ranked, valid)
+    p = {k: precision_at_k(rel, k) for k in ks}
+    short = sum(len(v) < max(ks) for v in lists.values())
+    notes = [f"{short} ranked list(s) shorter than {max(ks)}: padded with non-relevant items"] if short else []
+    for note in notes:
+        log.warning(note)
+    records = [
+        CaseRecord(
+            case_id=q,
+            subject_id=q,
+            groups={"label": labels[q]},
+            metrics={"ranking": {**{f"p_at_{k}": float(p[k][i]) for k in ks}, "n_retrieved": float(len(lists[q]))}},
+        )
+        for i, q in enumerate(queries)
+    ]
+    aggregates = {metric_key(PREFIX, f"p_at_{k}"): column_summary(p[k], cfg.bootstrap, f"p_at_{k}") for k in ks}
+    return TaskOutput(
+        records=records,
+        aggregates=aggregates,
+        item_kind="list",
+        ground_truth_digest=sha256_files(inputs.ground_truth),
+        predictions_digest=sha256_files(inputs.predictions),
+        summary={"n_queries": len(queries), "n_index": len(labels), "n_short_lists": short},
+        warnings=notes,
+    )

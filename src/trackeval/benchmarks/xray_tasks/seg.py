@@ -1,0 +1,233 @@
+"""``seg``: 2D anatomy segmentation (lungs, heart, clavicles, ribs, PAX-Ray classes, pneumothorax).
+
+Inputs: ``--ground-truth DIR`` and ``--predictions DIR`` with one 2D integer label map per image,
+``<image_id>.png`` (8/16-bit grey or palette, read with Pillow) or ``<image_id>.nii[.gz]`` (2D, or 3D with one
+slice); a prediction may use either format. Class names: ``--label-names`` CSV ``id,name`` (e.g. ``255,lung``
+for 0/255 masks) or the ``xray.seg.labels`` config mapping. Pixel values not in the map (other than 0) are an
+error.
+
+Per image and class: Dice and IoU from one confusion pass (:mod:`trackeval.metrics.overlap`; both empty ->
+NaN, excluded; one side empty -> 0). ``xray/seg/dsc`` and ``xray/seg/miou`` are means over classes of the
+per-class means over images, with ``/by_class/<c>``, CIs from an image-level bootstrap. A missing prediction
+is scored as all background (``xray.seg.missing_prediction: worst``) or left NaN (``exclude``) and counted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from PIL import Image, UnidentifiedImageError
+
+from trackeval.benchmarks.segmentation import present_labels
+from trackeval.benchmarks.xray_tasks.common import (
+    TaskInputs,
+    TaskOutput,
+    digest_lines,
+    mean_summaries,
+    read_bytes,
+    unique_tokens,
+)
+from trackeval.config import EvalConfig
+from trackeval.engine.executors import map_cases
+from trackeval.errors import InputError
+from trackeval.io.nifti import read_label_map
+from trackeval.io.paths import check_case_id, resolve_inside
+from trackeval.io.tables import read_csv_rows
+from trackeval.metrics.overlap import confusion_matrix, counts_from_matrix, dice_from_counts, iou_from_counts
+from trackeval.results import CaseRecord, metric_key
+
+log = logging.getLogger(__name__)
+
+PREFIX = "xray/seg"
+SUFFIXES = (".png", ".nii.gz", ".nii")
+_PNG_MODES = {"1", "L", "P", "I", "I;16", "I;16B", "I;16L"}
+
+
+@dataclass(frozen=True)
+class _Job:
+    case_id: str
+    truth: Path
+    pred: Path | None
+    labels: dict[str, int]
+    missing_policy: str
+
+
+@dataclass(frozen=True)
+class _Scored:
+    record: CaseRecord
+    truth_digest: str
+    pred_digest: str
+
+
+def _case_id(path: Path) -> str | None:
+    for suffix in SUFFIXES:
+        if path.name.lower().endswith(suffix):
+            return path.name[: -len(suffix)]
+    return None
+
+
+def read_label_image(path: Path, *, case_id: str) -> tuple[np.ndarray, str]:
+    """A 2D integer label map from PNG or NIfTI and the file's sha256; :class:`InputError` when it is not one."""
+    if path.name.lower().endswith(".png"):
+        raw = read_bytes(path)
+        if not raw:
+            raise InputError("file is empty", file=str(path), case_id=case_id)
+        try:
+            with Image.open(io.BytesIO(raw)) as img:
+                if img.mode not in _PNG_MODES:
+                    raise InputError(
+                        f"PNG mode {img.mode} is not a label map (expected greyscale or palette)",
+                        file=str(path),
+                        case_id=case_id,
+                        field="mode",
+                    )
+                array = np.asarray(img)
+        except (UnidentifiedImageError, OSError, SyntaxError) as exc:
+            raise InputError(f"not a readable PNG file: {exc}", file=str(path), case_id=case_id) from exc
+        array = array.astype(np.uint8) if array.dtype == bool else array
+        if array.dtype.kind == "i" and array.size and array.min() < 0:
+            raise InputError(f"negative label value {int(array.min())}", file=str(path), case_id=case_id)
+        return array, hashlib.sha256(raw).hexdigest()
+    vol = read_label_map(path, case_id=case_id)
+    array = vol.array
+    if array.ndim == 3 and array.shape[2] == 1:
+        array = array[:, :, 0]
+    if array.ndim != 2:
+        raise InputError(
+            f"expected a 2D label map, got shape {vol.array.shape}", file=str(path), case_id=case_id, field="dim"
+        )
+    return array, vol.digest
+
+
+def score_case(job: _Job) -> _Scored:
+    """Read, validate and score one image (runs in a worker)."""
+    truth, truth_digest = read_label_image(job.truth, case_id=job.case_id)
+    if job.pred is None:
+        pred = np.zeros_like(truth) if job.missing_policy == "worst" else None
+        pred_digest = "missing"
+    else:
+        pred, pred_digest = read_label_image(job.pred, case_id=job.case_id)
+        if pred.shape != truth.shape:
+            raise InputError(
+                f"shape mismatch: truth {truth.shape} ({job.truth}) vs prediction {pred.shape}",
+                file=str(job.pred),
+                case_id=job.case_id,
+                field="dim",
+            )
+    metrics: dict[str, dict[str, float]] = {name: {} for name in job.labels}
+    if pred is not None:
+        values, matrix = confusion_matrix(pred, truth)
+        allowed = set(job.labels.values())
+        for ids, role, path in zip(
+            present_labels(values, matrix), ("truth", "prediction"), (job.truth, job.pred), strict=True
+        ):
+            unknown = sorted(ids - allowed)
+            if unknown:
+                raise InputError(
+                    f"{role} holds pixel value(s) {unknown[:10]} that are not in the label names",
+                    file=str(path),
+                    case_id=job.case_id,
+                    field="pixel values",
+                )
+        counts = counts_from_matrix(values, matrix, list(job.labels.values()))
+        metrics = {
+            name: {
+                "dsc": dice_from_counts(counts[i]),
+                "iou": iou_from_counts(counts[i]),
+                "n_ref": float(counts[i].n_ref),
+                "n_pred": float(counts[i].n_pred),
+            }
+            for name, i in job.labels.items()
+        }
+    missing = job.pred is None
+    record = CaseRecord(
+        case_id=job.case_id,
+        subject_id=job.case_id,
+        metrics=metrics,
+        status="missing_prediction" if missing else "ok",
+        message=f"no prediction file; scored by policy '{job.missing_policy}'" if missing else "",
+    )
+    return _Scored(record, truth_digest, pred_digest)
+
+
+def read_label_names(path: Path) -> dict[str, int]:
+    """``{class token: id}`` from a CSV with columns ``id,name`` (ids > 0, unique; names become key tokens)."""
+    rows = read_csv_rows(path, required=("id", "name"))
+    ids: list[int] = []
+    for line, row in enumerate(rows, start=2):
+        try:
+            i = int(row["id"])
+        except ValueError:
+            raise InputError(f"id {row['id']!r} on line {line} is not an integer", file=str(path), field="id") from None
+        if i <= 0 or i in ids:
+            raise InputError(
+                f"id {i} on line {line} must be > 0 and unique (0 is background)", file=str(path), field="id"
+            )
+        ids.append(i)
+    tokens = unique_tokens([r["name"] for r in rows], file=str(path), field="name")
+    return dict(zip(tokens, ids, strict=True))
+
+
+def _files(folder: Path, role: str) -> dict[str, Path]:
+    if not folder.is_dir():
+        raise InputError(f"{role} folder not found", file=str(folder))
+    out: dict[str, Path] = {}
+    for p in sorted(folder.iterdir()):
+        case_id = _case_id(p)
+        if case_id is None:
+            continue
+        check_case_id(case_id, file=str(p))
+        if case_id in out:
+            raise InputError(
+                f"two files for one image: {out[case_id].name} and {p.name}", file=str(folder), case_id=case_id
+            )
+        out[case_id] = resolve_inside(folder, p.name, case_id=case_id)
+    return out
+
+
+def evaluate(inputs: TaskInputs, cfg: EvalConfig) -> TaskOutput:
+    """Score the segmentation task (see the module docstring)."""
+    c = cfg.xray.seg
+    labels = read_label_names(inputs.label_names) if inputs.label_names is not None else dict(c.labels)
+    if not labels:
+        raise InputError("no class names: pass --label-names (CSV id,name) or set xray.seg.labels", field="label_names")
+    truth = _files(inputs.ground_truth, "ground-truth")
+    if not truth:
+        raise InputError(
+            f"no label maps ({', '.join(SUFFIXES)}) in the ground-truth folder", file=str(inputs.ground_truth)
+        )
+    preds = _files(inputs.predictions, "predictions")
+    extra = sorted(set(preds) - set(truth))
+    notes = [f"{len(extra)} prediction(s) without ground truth ignored: {', '.join(extra[:10])}"] if extra else []
+    for note in notes:
+        log.warning(note)
+    jobs = [_Job(cid, truth[cid], preds.get(cid), labels, c.missing_prediction) for cid in truth]
+    scored = map_cases(score_case, jobs, cfg.engine, "X-ray seg images")
+    records = [s.record for s in scored]
+    classes = list(labels)
+    out = {}
+    for metric, key in (("dsc", "dsc"), ("iou", "miou")):
+        values = np.array(
+            [[np.nan if (v := r.metrics[k].get(metric)) is None else v for k in classes] for r in records],
+            dtype=np.float64,
+        ).reshape(len(records), len(classes))
+        out.update(mean_summaries(metric_key(PREFIX, key), values, classes, "class", cfg.bootstrap, key))
+    return TaskOutput(
+        records=records,
+        aggregates=out,
+        item_kind="class",
+        ground_truth_digest=digest_lines([f"{s.record.case_id}:{s.truth_digest}" for s in scored]),
+        predictions_digest=digest_lines([f"{s.record.case_id}:{s.pred_digest}" for s in scored]),
+        summary={
+            "n_images": len(records),
+            "n_missing_predictions": sum(r.status == "missing_prediction" for r in records),
+            "n_extra_predictions": len(extra),
+        },
+        warnings=notes,
+        params={"labels": labels},
+    )

@@ -1,0 +1,78 @@
+"""Multi-anatomy X-ray protocol configuration: one subsection per task (cls, seg, ret, loc, report)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from trackeval.config.base import KEY_TOKEN, PositiveInt, Section
+
+
+class XRayClsConfig(Section):
+    """Multi-label classification.
+
+    ``uncertain``: what a blank or ``-1`` label means: ``ignore`` (left out of every metric of that finding,
+    default), ``zeros`` (negative, CheXpert U-Zeros) or ``ones`` (positive, U-Ones).
+    ``ece_bins``: equal-width probability bins of the expected calibration error.
+    The operating point is fixed at 95% sensitivity (the keys say ``sens95``).
+    """
+
+    uncertain: Literal["ignore", "zeros", "ones"] = "ignore"
+    ece_bins: PositiveInt = 15
+
+
+class XRaySegConfig(Section):
+    """2D segmentation. ``labels``: ``{class name: label id}``; empty = read ``--label-names``.
+
+    ``missing_prediction``: ``worst`` scores a missing file as all background, ``exclude`` leaves it NaN;
+    counted either way.
+    """
+
+    labels: dict[str, int] = Field(default_factory=dict)
+    missing_prediction: Literal["worst", "exclude"] = "worst"
+
+    @field_validator("labels")
+    @classmethod
+    def _check_labels(cls, v: dict[str, int]) -> dict[str, int]:
+        ids = list(v.values())
+        if len(set(ids)) != len(ids):
+            raise ValueError("two classes share a label id")
+        for name, i in v.items():
+            if not KEY_TOKEN.match(name):
+                raise ValueError(f"class name {name!r} must be lowercase letters, digits and '_'")
+            if i <= 0:
+                raise ValueError(f"class {name!r}: id {i} must be > 0 (0 is background)")
+        return v
+
+
+class XRayRetConfig(Section):
+    """Image retrieval with same-label relevance: the cut-offs ``k`` of ``xray/ret/p_at_<k>``."""
+
+    ks: tuple[PositiveInt, ...] = (1, 5, 10)
+
+
+class XRayLocConfig(Section):
+    """Detection (COCO AP at IoU 0.5, area range all) and phrase grounding.
+
+    ``max_dets``: detections kept per image and category (COCO's maxDets, 100).
+    """
+
+    max_dets: PositiveInt = 100
+
+
+class XRayReportConfig(Section):
+    """Report generation: CIDEr-D Gaussian length penalty ``cider_sigma`` (6) and ROUGE-L ``rouge_beta`` (1.2)."""
+
+    cider_sigma: float = Field(6.0, gt=0.0)
+    rouge_beta: float = Field(1.2, gt=0.0)
+
+
+class XRayConfig(Section):
+    """The five X-ray tasks; ``trackeval evaluate xray --task <name>`` reads its own subsection."""
+
+    cls: XRayClsConfig = XRayClsConfig()
+    seg: XRaySegConfig = XRaySegConfig()
+    ret: XRayRetConfig = XRayRetConfig()
+    loc: XRayLocConfig = XRayLocConfig()
+    report: XRayReportConfig = XRayReportConfig()

@@ -1,0 +1,1 @@
+"""Promotion gate: paired comparisons of model versions and the decision rules."""

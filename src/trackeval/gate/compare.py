@@ -1,0 +1,185 @@
+"""Paired comparison of two results of one benchmark: deltas with CIs per headline and breakdown group.
+
+Both results must come from the same cases: the same benchmark, ground-truth digest (truth files +
+manifest), protocol configuration digest and case-id set. Otherwise the comparison carries ``problems`` (a
+clear reason each) and no rows: unpaired numbers are never compared.
+
+Breakdown groups: the item dimension (``result.item_kind``, e.g. ``organ``: one column of the case x item
+matrix) and case-group dimensions (``CaseRecord.groups``, e.g. ``modality``: a subset of cases, with the
+headline statistic recomputed on it). The per-case metric is the last token of the primary metric
+(``dsc`` for ``umd/dsc``; ``ap_at_10`` for ``mir3d/group/ap_at_10``).
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Sequence
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from trackeval.results import BenchmarkResult, CaseRecord, metric_key
+from trackeval.stats.paired import PairedDelta, paired_bootstrap
+
+
+class DeltaRow(BaseModel):
+    """One paired delta (candidate - baseline). ``dimension``/``group`` are empty for the headline."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    benchmark: str
+    key: str
+    dimension: str = ""
+    group: str = ""
+    candidate: float | None
+    baseline: float | None
+    delta: float | None
+    ci95_low: float | None
+    ci95_high: float | None
+    n_pairs: int
+    #: bootstrap replicates of ``delta``, kept in memory for p-values; never serialised
+    samples: list[float] | None = Field(default=None, exclude=True, repr=False)
+
+
+class BenchmarkComparison(BaseModel):
+    """Paired comparison of one benchmark. ``problems`` non-empty -> the results cannot be paired."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    benchmark: str
+    metric: str
+    candidate_label: str
+    baseline_label: str
+    n_cases: int
+    problems: list[str]
+    rows: list[DeltaRow]
+
+
+def pairing_problems(cand: BenchmarkResult, base: BenchmarkResult) -> list[str]:
+    """Reasons why two results are not evaluations of the same cases under the same protocol ([] if paired)."""
+    problems = []
+    if cand.benchmark != base.benchmark:
+        problems.append(f"different benchmarks: {cand.benchmark} vs {base.benchmark}")
+    if cand.data.ground_truth_digest != base.data.ground_truth_digest:
+        problems.append(
+            f"data digest mismatch: the ground truth differs ({cand.data.ground_truth_digest[:12]} vs "
+            f"{base.data.ground_truth_digest[:12]}); re-evaluate both versions on the same data"
+        )
+    if cand.config_digest != base.config_digest:
+        problems.append(
+            f"protocol config differs ({cand.config_digest[:12]} vs {base.config_digest[:12]}); "
+            "re-evaluate with the same config"
+        )
+    ca, ba = {c.case_id for c in cand.cases}, {c.case_id for c in base.cases}
+    if ca != ba:
+        only_c, only_b = sorted(ca - ba), sorted(ba - ca)
+        problems.append(
+            f"case sets differ: {len(only_c)} case(s) only in the candidate {only_c[:5]}, "
+            f"{len(only_b)} only in the baseline {only_b[:5]}"
+        )
+    return problems
+
+
+def _matrix(cases: Sequence[CaseRecord], items: list[str], metric: str) -> np.ndarray:
+    out = np.full((len(cases), len(items)), np.nan)
+    for i, case in enumerate(cases):
+        for j, item in enumerate(items):
+            v = case.metrics.get(item, {}).get(metric)
+            if v is not None:
+                out[i, j] = v
+    return out
+
+
+def _f(x: float) -> float | None:
+    return None if np.isnan(x) else float(x)
+
+
+def _headline_row(benchmark: str, key: str, dim: str, group: str, d: PairedDelta) -> DeltaRow:
+    return DeltaRow(
+        benchmark=benchmark,
+        key=key,
+        dimension=dim,
+        group=group,
+        candidate=_f(d.overall_candidate),
+        baseline=_f(d.overall_baseline),
+        delta=_f(d.overall),
+        ci95_low=_f(d.overall_low),
+        ci95_high=_f(d.overall_high),
+        n_pairs=int(d.n_pairs.sum()),
+        samples=d.overall_samples.tolist(),
+    )
+
+
+def compare_results(
+    cand: BenchmarkResult,
+    base: BenchmarkResult,
+    metric: str,
+    dimensions: Sequence[str],
+    *,
+    n_resamples: int = 2000,
+    seed: int = 0,
+    confidence: float = 0.95,
+    labels: tuple[str, str] = ("candidate", "baseline"),
+) -> BenchmarkComparison:
+    """Paired deltas of ``<benchmark>/<metric>`` overall and per breakdown group in ``dimensions``.
+
+    Rows: the headline (mean over items of the per-item mean deltas), then one row per item (when
+    ``item_kind`` is a listed dimension) and one per value of each listed case-group dimension. Each row has
+    its own paired case-level bootstrap (seed derived from ``seed`` and the row key, so rows are reproducible
+    and independent of which other rows exist).
+    """
+    bench = cand.benchmark
+    head_key = metric_key(bench, *metric.split("/"))
+    problems = pairing_problems(cand, base)
+    out = BenchmarkComparison(
+        benchmark=bench,
+        metric=head_key,
+        candidate_label=labels[0],
+        baseline_label=labels[1],
+        n_cases=len(cand.cases),
+        problems=problems,
+        rows=[],
+    )
+    if problems:
+        return out
+    per_case = metric.rsplit("/", 1)[-1]
+    order = sorted(c.case_id for c in cand.cases)
+    cand_cases = sorted(cand.cases, key=lambda c: c.case_id)
+    base_by_id = {c.case_id: c for c in base.cases}
+    base_cases = [base_by_id[cid] for cid in order]
+    items = sorted({i for c in cand_cases for i in c.metrics} | {i for c in base_cases for i in c.metrics})
+    cm, bm = _matrix(cand_cases, items, per_case), _matrix(base_cases, items, per_case)
+
+    def boot(key: str, rows: np.ndarray | slice) -> PairedDelta:
+        return paired_bootstrap(cm[rows], bm[rows], n_resamples, (seed, zlib.crc32(key.encode())), confidence)
+
+    whole = boot(head_key, slice(None))
+    out.rows.append(_headline_row(bench, head_key, "", "", whole))
+    if cand.item_kind in dimensions:
+        for j, item in enumerate(items):
+            if whole.n_pairs[j] == 0:
+                continue
+            out.rows.append(
+                DeltaRow(
+                    benchmark=bench,
+                    key=f"{head_key}/by_{cand.item_kind}/{item}",
+                    dimension=cand.item_kind,
+                    group=item,
+                    candidate=_f(whole.candidate[j]),
+                    baseline=_f(whole.baseline[j]),
+                    delta=_f(whole.value[j]),
+                    ci95_low=_f(whole.low[j]),
+                    ci95_high=_f(whole.high[j]),
+                    n_pairs=int(whole.n_pairs[j]),
+                    samples=whole.samples[:, j].tolist(),
+                )
+            )
+    for dim in dimensions:
+        values = sorted({c.groups[dim] for c in cand_cases if dim in c.groups})
+        for value in values:
+            rows = np.array([c.groups.get(dim) == value for c in cand_cases])
+            key = f"{head_key}/by_{dim}/{value}"
+            d = boot(key, rows)
+            if d.n_pairs.sum() > 0:
+                out.rows.append(_headline_row(bench, key, dim, value, d))
+    return out

@@ -1,0 +1,246 @@
+"""The promotion gate's decision rules: pure functions of two sets of results and a :class:`GateConfig`.
+
+Per benchmark (primary metric, higher is better; delta = candidate - champion, paired on case ids):
+
+1. **Pairing**: same ground-truth digest, protocol config and case set, else the gate fails with the reason.
+2. **Non-inferiority**: lower bound of the paired-bootstrap 95% CI of the headline delta > ``-margin``.
+   Every benchmark must pass (an intersection-union rule: no multiplicity adjustment is needed across
+   benchmarks, because the gate passes only if all of them pass).
+3. **Superiority** (optional per benchmark): lower bound > 0.
+4. **Worst-group guard** over the breakdown groups (organ, region, finding, modality...):
+   ``group_test="harm"``: for each group a one-sided paired-bootstrap test of ``delta_g < -margin_g``;
+   p-values are adjusted over ALL groups of all benchmarks in this decision (Holm by default, or
+   Bonferroni), and a group fails when its adjusted p <= alpha. ``group_test="noninferiority"``: every group
+   must show ``delta_g > -margin_g`` at level alpha (intersection-union, unadjusted).
+5. **Leakage audits**: a result whose ``summary`` has a non-zero ``audit/<check>`` (or ``*leak*``) count, or
+   whose ``warnings`` mention leakage, fails.
+
+A first version (no champion), and any benchmark the champion was never evaluated on, must instead reach
+the benchmark's absolute floor on its primary metric.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from trackeval.config import GateConfig
+from trackeval.gate.compare import BenchmarkComparison, DeltaRow, compare_results
+from trackeval.results import BenchmarkResult, metric_key
+from trackeval.stats.paired import adjust_pvalues, bootstrap_pvalue
+
+
+class Check(BaseModel):
+    """One rule applied to one benchmark (or group); ``detail`` says what was compared with what."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: Literal["primary_metric", "pairing", "non_inferiority", "superiority", "worst_group", "audit", "floor"]
+    benchmark: str
+    passed: bool
+    detail: str
+
+
+class GroupTest(BaseModel):
+    """The worst-group guard for one breakdown group."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    key: str
+    delta: float | None
+    ci95_low: float | None
+    ci95_high: float | None
+    margin: float
+    p_value: float
+    p_adjusted: float
+    passed: bool
+
+
+class Decision(BaseModel):
+    """The gate's verdict with everything needed to audit it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str
+    candidate: str
+    champion: str | None
+    verdict: Literal["pass", "fail"]
+    checks: list[Check]
+    comparisons: list[BenchmarkComparison]
+    group_tests: list[GroupTest]
+    gate_config: dict
+
+    @property
+    def reasons(self) -> list[str]:
+        """Details of the failed checks (empty on pass)."""
+        return [f"{c.benchmark}: {c.name}: {c.detail}" for c in self.checks if not c.passed]
+
+
+def audit_problems(result: BenchmarkResult) -> list[str]:
+    """Leakage-audit failures recorded in a result: non-zero ``summary`` counts ``audit/<check>`` (written by
+    :mod:`trackeval.audit.leakage`) or named ``*leak*``, and warnings that mention leakage."""
+    out = [
+        f"summary.{k} = {v}"
+        for k, v in sorted(result.summary.items())
+        if (k.startswith("audit/") or "leak" in k) and v > 0
+    ]
+    out += [f"warning: {w}" for w in result.warnings if "leak" in w.lower()]
+    return out
+
+
+def _floor_check(result: BenchmarkResult, metric: str, cfg: GateConfig) -> Check:
+    bench = result.benchmark
+    key = metric_key(bench, *metric.split("/"))
+    if bench not in cfg.floors:
+        return Check(name="floor", benchmark=bench, passed=False, detail="no absolute floor configured (gate.floors)")
+    s = result.aggregates.get(key)
+    stat = None if s is None else (s.value if cfg.floor_statistic == "value" else s.ci95_low)
+    floor = cfg.floors[bench]
+    ok = stat is not None and stat >= floor
+    shown = "missing" if stat is None else f"{stat:.4f}"
+    return Check(name="floor", benchmark=bench, passed=ok, detail=f"{key} {cfg.floor_statistic} {shown} >= {floor}")
+
+
+def _interval_checks(head: DeltaRow, cfg: GateConfig) -> list[Check]:
+    bench = head.benchmark
+    margin = cfg.margin(bench)
+    lo = head.ci95_low
+    shown = f"delta {head.delta:+.4f} [{lo:+.4f}, {head.ci95_high:+.4f}]" if lo is not None else "no paired values"
+    checks = [
+        Check(
+            name="non_inferiority",
+            benchmark=bench,
+            passed=lo is not None and lo > -margin,
+            detail=f"{head.key}: {shown}; need lower bound > -{margin}",
+        )
+    ]
+    if cfg.superiority.get(bench, False):
+        checks.append(
+            Check(
+                name="superiority",
+                benchmark=bench,
+                passed=lo is not None and lo > 0,
+                detail=f"{head.key}: {shown}; need lower bound > 0",
+            )
+        )
+    return checks
+
+
+def _group_tests(comparisons: list[BenchmarkComparison], cfg: GateConfig) -> list[GroupTest]:
+    rows = [r for c in comparisons for r in c.rows if r.dimension]
+    margins = [cfg.group_margin(r.benchmark, r.dimension, r.group) for r in rows]
+    if cfg.group_test == "harm":
+        p = [bootstrap_pvalue(r.samples or [], -m, "less") for r, m in zip(rows, margins, strict=True)]
+        adj = adjust_pvalues(p, cfg.multiplicity)
+        passed = [a > cfg.alpha for a in adj]
+    else:
+        p = [bootstrap_pvalue(r.samples or [], -m, "greater") for r, m in zip(rows, margins, strict=True)]
+        adj = p
+        passed = [x <= cfg.alpha for x in p]
+    return [
+        GroupTest(
+            key=r.key,
+            delta=r.delta,
+            ci95_low=r.ci95_low,
+            ci95_high=r.ci95_high,
+            margin=m,
+            p_value=pv,
+            p_adjusted=a,
+            passed=ok,
+        )
+        for r, m, pv, a, ok in zip(rows, margins, p, adj, passed, strict=True)
+    ]
+
+
+def decide(
+    model: str,
+    candidate_version: str,
+    candidate: Mapping[str, BenchmarkResult],
+    champion_version: str | None,
+    champion: Mapping[str, BenchmarkResult] | None,
+    cfg: GateConfig,
+) -> Decision:
+    """Apply the gate (module docstring) to the candidate's and champion's results, keyed by benchmark.
+
+    ``champion=None`` means no champion exists yet: only audits and absolute floors apply.
+    """
+    checks: list[Check] = []
+    comparisons: list[BenchmarkComparison] = []
+    champion = champion or {}
+    if not candidate:
+        checks.append(Check(name="pairing", benchmark="*", passed=False, detail="the candidate has no evaluations"))
+    for bench in sorted(set(candidate) | set(champion)):
+        metric = cfg.primary_metrics.get(bench)
+        if metric is None:
+            checks.append(
+                Check(name="primary_metric", benchmark=bench, passed=False, detail="no gate.primary_metrics entry")
+            )
+            continue
+        if bench not in candidate:
+            checks.append(
+                Check(
+                    name="pairing",
+                    benchmark=bench,
+                    passed=False,
+                    detail=f"the champion was evaluated on {bench} but the candidate was not",
+                )
+            )
+            continue
+        result = candidate[bench]
+        if cfg.require_audits:
+            problems = audit_problems(result)
+            checks.append(
+                Check(name="audit", benchmark=bench, passed=not problems, detail="; ".join(problems) or "clean")
+            )
+        if bench not in champion:
+            checks.append(_floor_check(result, metric, cfg))
+            continue
+        comp = compare_results(
+            result,
+            champion[bench],
+            metric,
+            cfg.group_dimensions,
+            n_resamples=cfg.n_resamples,
+            seed=cfg.seed,
+            confidence=cfg.confidence,
+            labels=(candidate_version, champion_version or ""),
+        )
+        comparisons.append(comp)
+        if comp.problems:
+            checks.append(Check(name="pairing", benchmark=bench, passed=False, detail="; ".join(comp.problems)))
+            continue
+        checks.extend(_interval_checks(comp.rows[0], cfg))
+    groups = _group_tests(comparisons, cfg)
+    for g in groups:
+        if not g.passed:
+            delta = "n/a" if g.delta is None else f"{g.delta:+.4f} [{g.ci95_low:+.4f}, {g.ci95_high:+.4f}]"
+            checks.append(
+                Check(
+                    name="worst_group",
+                    benchmark=g.key.split("/", 1)[0],
+                    passed=False,
+                    detail=f"{g.key}: delta {delta} vs margin -{g.margin}; "
+                    f"p={g.p_value:.4f}, adjusted ({cfg.multiplicity}) {g.p_adjusted:.4f}",
+                )
+            )
+    if groups and all(g.passed for g in groups):
+        checks.append(
+            Check(
+                name="worst_group",
+                benchmark="*",
+                passed=True,
+                detail=f"{len(groups)} group(s) within their margins ({cfg.group_test}, {cfg.multiplicity})",
+            )
+        )
+    return Decision(
+        model=model,
+        candidate=candidate_version,
+        champion=champion_version,
+        verdict="pass" if checks and all(c.passed for c in checks) else "fail",
+        checks=checks,
+        comparisons=comparisons,
+        group_tests=groups,
+        gate_config=cfg.model_dump(mode="json"),
+    )

@@ -1,0 +1,217 @@
+"""Binary classification metrics for one finding: AUROC with its DeLong variance, operating points, ECE.
+
+Pure functions: 1D arrays in (``y`` in {0, 1}, ``scores`` finite floats, higher = more likely positive), numbers
+out. Every function works on one finding; multi-label tasks call them per column (entries whose label is
+unknown are left out by the caller).
+
+AUROC is the Mann-Whitney statistic with **midranks**: a tied (positive, negative) pair counts 1/2, exactly
+what ``sklearn.metrics.roc_auc_score`` gets from the trapezoidal ROC. Its variance follows DeLong et al.
+(1988) with the fast algorithm of Sun & Xu (2014): one sort gives the midranks of the pooled scores and of each
+class; the structural components (placements) are
+
+* ``V10[i] = (R[i] - R_pos[i]) / n`` for the ``m`` positives: the fraction of negatives scored below positive
+  ``i`` (ties 1/2),
+* ``V01[j] = 1 - (R[j] - R_neg[j]) / m`` for the ``n`` negatives: the fraction of positives scored above,
+
+and ``var(AUC) = S10 / m + S01 / n`` with ``S10``, ``S01`` the sample variances (``ddof=1``) of the placements.
+The same placements give the covariance of several AUCs on the same images, see :func:`delong_influence`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.stats import norm
+
+#: Default number of equal-width probability bins of the expected calibration error.
+ECE_BINS = 15
+
+
+@dataclass(frozen=True)
+class DeLong:
+    """AUROC with its DeLong variance and structural components.
+
+    Attributes:
+        auc: area under the ROC curve in [0, 1]; NaN when either class is empty.
+        variance: DeLong variance of ``auc``; NaN when either class is empty, and also when a class has a
+            single member (the sample variance needs two).
+        v10: placements of the positives (in input order of the positives), shape ``(m,)``.
+        v01: placements of the negatives (in input order of the negatives), shape ``(n,)``.
+    """
+
+    auc: float
+    variance: float
+    v10: np.ndarray
+    v01: np.ndarray
+
+    def ci(self, confidence: float = 0.95) -> tuple[float, float]:
+        """Normal (Wald) interval ``auc -/+ z * sqrt(variance)``, clipped to [0, 1] (as pROC does)."""
+        return wald_interval(self.auc, self.variance, confidence)
+
+
+def wald_interval(value: float, variance: float, confidence: float = 0.95) -> tuple[float, float]:
+    """``value -/+ z_{(1+confidence)/2} * sqrt(variance)`` clipped to [0, 1]; NaNs propagate."""
+    if math.isnan(value) or math.isnan(variance):
+        return math.nan, math.nan
+    half = float(norm.ppf(0.5 + confidence / 2.0)) * math.sqrt(max(variance, 0.0))
+    return max(0.0, value - half), min(1.0, value + half)
+
+
+def _check(y: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    y = np.asarray(y)
+    s = np.asarray(scores, dtype=np.float64)
+    if y.ndim != 1 or y.shape != s.shape:
+        raise ValueError(f"y and scores must be 1D of equal length, got {y.shape} and {s.shape}")
+    if y.size and not np.isin(y, (0, 1)).all():
+        raise ValueError("y must hold only 0 and 1")
+    if not np.isfinite(s).all():
+        raise ValueError("scores must be finite")
+    return y.astype(bool), s
+
+
+def _midranks_sorted(s: np.ndarray) -> np.ndarray:
+    """1-based midranks of an already sorted 1D array (ties share the mean of their ranks)."""
+    n = s.size
+    if n == 0:
+        return np.zeros(0)
+    starts = np.flatnonzero(np.r_[True, s[1:] != s[:-1]])
+    ends = np.r_[starts[1:], n]
+    return np.repeat((starts + ends + 1) / 2.0, ends - starts)
+
+
+def delong(y: np.ndarray, scores: np.ndarray) -> DeLong:
+    """AUROC, DeLong variance and placements in O(N log N) (one sort; Sun & Xu 2014).
+
+    Args:
+        y: ``(N,)`` labels in {0, 1} (bool or integer).
+        scores: ``(N,)`` finite scores; ties are allowed and count 1/2 per tied pair.
+
+    Returns:
+        :class:`DeLong`. With no positive or no negative, ``auc`` and ``variance`` are NaN (sklearn raises).
+
+    Raises:
+        ValueError: shapes differ, labels other than 0/1, or non-finite scores.
+    """
+    pos, s = _check(y, scores)
+    m = int(pos.sum())
+    n = pos.size - m
+    if m == 0 or n == 0:
+        return DeLong(math.nan, math.nan, np.full(m, np.nan), np.full(n, np.nan))
+    order = np.argsort(s)  # ties need no stable order: midranks do not depend on it
+    s_sorted, pos_sorted = s[order], pos[order]
+    r_all = _midranks_sorted(s_sorted)
+    placement = np.empty(pos.size)  # V10 for positives, V01 for negatives, in score order
+    r_pos = r_all[pos_sorted]
+    placement[pos_sorted] = (r_pos - _midranks_sorted(s_sorted[pos_sorted])) / n
+    placement[~pos_sorted] = 1.0 - (r_all[~pos_sorted] - _midranks_sorted(s_sorted[~pos_sorted])) / m
+    auc = float((r_pos.sum() - m * (m + 1) / 2.0) / (m * n))
+    in_input_order = np.empty(pos.size)
+    in_input_order[order] = placement
+    v10, v01 = in_input_order[pos], in_input_order[~pos]
+    variance = math.nan
+    if m > 1 and n > 1:
+        variance = float(np.var(v10, ddof=1) / m + np.var(v01, ddof=1) / n)
+    return DeLong(auc, variance, v10, v01)
+
+
+def auroc(y: np.ndarray, scores: np.ndarray) -> float:
+    """Area under the ROC curve (ties count 1/2, as sklearn's ``roc_auc_score``); NaN if a class is empty."""
+    return delong(y, scores).auc
+
+
+def delong_influence(y: np.ndarray, result: DeLong) -> np.ndarray:
+    """Per-sample terms ``phi`` whose sum of squares is the DeLong variance of ``result.auc``.
+
+    ``phi[i] = (V10[i] - auc) / sqrt(m (m - 1))`` for a positive and ``(V01[j] - auc) / sqrt(n (n - 1))`` for a
+    negative, so ``sum(phi**2) == result.variance``. For several AUCs on the same samples (one per finding),
+    ``sum_i phi_f[i] * phi_g[i]`` is DeLong's covariance when both findings share positives and negatives, and
+    the influence-function covariance in general; the variance of a macro mean over K findings is then
+    ``sum_i (mean_f phi_f[i])**2``. Entries are NaN when the variance is undefined.
+    """
+    pos = np.asarray(y).astype(bool)
+    m, n = result.v10.size, result.v01.size
+    phi = np.full(pos.size, np.nan)
+    if m > 1 and n > 1:
+        phi[pos] = (result.v10 - result.auc) / math.sqrt(m * (m - 1))
+        phi[~pos] = (result.v01 - result.auc) / math.sqrt(n * (n - 1))
+    return phi
+
+
+@dataclass(frozen=True)
+class OperatingPoint:
+    """Confusion counts and rates of the rule ``score >= threshold`` -> positive.
+
+    ``sensitivity``, ``specificity`` and ``ppv`` are NaN when their denominator is 0.
+    """
+
+    threshold: float
+    tp: int
+    fp: int
+    tn: int
+    fn: int
+
+    @property
+    def sensitivity(self) -> float:
+        """TP / (TP + FN)."""
+        return self.tp / (self.tp + self.fn) if self.tp + self.fn else math.nan
+
+    @property
+    def specificity(self) -> float:
+        """TN / (TN + FP)."""
+        return self.tn / (self.tn + self.fp) if self.tn + self.fp else math.nan
+
+    @property
+    def ppv(self) -> float:
+        """Positive predictive value TP / (TP + FP)."""
+        return self.tp / (self.tp + self.fp) if self.tp + self.fp else math.nan
+
+
+def threshold_at_sensitivity(y: np.ndarray, scores: np.ndarray, target: float = 0.95) -> float:
+    """The highest threshold ``t`` (one of the scores) with sensitivity of ``score >= t`` at least ``target``.
+
+    This is the first point of ``sklearn.metrics.roc_curve(y, scores, drop_intermediate=False)`` whose TPR
+    reaches ``target``: the most specific rule that still finds ``target`` of the positives. NaN when there is
+    no positive.
+    """
+    pos, s = _check(y, scores)
+    m = int(pos.sum())
+    if m == 0:
+        return math.nan
+    pos_scores = np.sort(s[pos])[::-1]  # descending: the k-th highest positive score catches k positives
+    need = min(m, max(1, math.ceil(round(target * m, 9))))  # round: 0.95 * 20 is 19.000000000000004
+    return float(pos_scores[need - 1])
+
+
+def operating_point(y: np.ndarray, scores: np.ndarray, threshold: float) -> OperatingPoint:
+    """Confusion counts of ``score >= threshold`` (a NaN threshold calls nothing positive)."""
+    pos, s = _check(y, scores)
+    called = s >= threshold  # False everywhere for a NaN threshold
+    tp = int((called & pos).sum())
+    fp = int((called & ~pos).sum())
+    return OperatingPoint(threshold, tp, fp, int((~pos).sum()) - fp, int(pos.sum()) - tp)
+
+
+def expected_calibration_error(y: np.ndarray, probs: np.ndarray, n_bins: int = ECE_BINS) -> float:
+    """ECE of one binary finding: ``sum_b (N_b / N) * |mean(y in b) - mean(p in b)|``.
+
+    Bins are ``n_bins`` equal-width intervals ``(lo, hi]`` of the predicted probability of the positive class,
+    the first one closed, ``[0, 1/n_bins]``, so that every probability in [0, 1] lands in exactly one bin.
+    Empty bins contribute 0. NaN for an empty input.
+
+    Raises:
+        ValueError: probabilities outside [0, 1], or ``n_bins < 1``.
+    """
+    pos, p = _check(y, probs)
+    if n_bins < 1:
+        raise ValueError("n_bins must be >= 1")
+    if p.size == 0:
+        return math.nan
+    if p.min() < 0.0 or p.max() > 1.0:
+        raise ValueError("probabilities must lie in [0, 1]")
+    idx = np.clip(np.ceil(p * n_bins).astype(np.int64) - 1, 0, n_bins - 1)
+    gap = np.bincount(idx, weights=pos.astype(np.float64), minlength=n_bins) - np.bincount(
+        idx, weights=p, minlength=n_bins
+    )
+    return float(np.abs(gap).sum() / p.size)

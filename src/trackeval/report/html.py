@@ -1,0 +1,132 @@
+"""Self-contained HTML reports (inline CSS, figures embedded as base64 PNG, no external requests).
+
+``result_report``: one evaluation (lineage, summary, headline and breakdown tables with CIs, figures).
+``comparison_report``: paired deltas of two versions. ``decision_report``: a gate decision.
+"""
+
+from __future__ import annotations
+
+import base64
+from html import escape
+from pathlib import Path
+
+from trackeval.gate.compare import BenchmarkComparison
+from trackeval.gate.decide import Decision
+from trackeval.report.comparison import HEADER, _cells
+from trackeval.results import BenchmarkResult, MetricSummary
+
+_CSS = (
+    "body{font-family:sans-serif;margin:2em;max-width:1100px}table{border-collapse:collapse;margin:1em 0}"
+    "td,th{border:1px solid #ccc;padding:3px 8px;font-size:13px}td.n{text-align:right}"
+    ".pass{color:#17702a;font-weight:bold}.fail{color:#b00020;font-weight:bold}img{max-width:100%}"
+)
+
+
+def _page(title: str, body: list[str]) -> str:
+    return (
+        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>'
+        f"<style>{_CSS}</style></head><body>\n<h1>{escape(title)}</h1>\n" + "\n".join(body) + "\n</body></html>\n"
+    )
+
+
+def _table(header: list[str], rows: list[list[str]], numeric_from: int = 1) -> str:
+    head = "".join(f"<th>{escape(h)}</th>" for h in header)
+    body = "".join(
+        "<tr>"
+        + "".join(f"<td{' class=n' if i >= numeric_from else ''}>{escape(c)}</td>" for i, c in enumerate(r))
+        + "</tr>"
+        for r in rows
+    )
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def _fmt(s: MetricSummary) -> list[str]:
+    def f(x: float | None) -> str:
+        return "-" if x is None else f"{x:.4f}"
+
+    return [f(s.value), f(s.ci95_low), f(s.ci95_high), str(s.n_valid), str(s.n)]
+
+
+def result_report(result: BenchmarkResult, figures: list[Path]) -> str:
+    """HTML report of one result: lineage, summary counts, warnings, every aggregate and the figures."""
+    model = "/".join(v for v in (result.model.get("name"), result.model.get("version")) if v) or "unnamed model"
+    body = [
+        _table(
+            ["field", "value"],
+            [
+                ["benchmark", result.benchmark],
+                ["model", model],
+                ["cases", str(result.data.n_cases)],
+                ["data digest", result.data.digest],
+                ["ground-truth digest", result.data.ground_truth_digest],
+                ["config digest", result.config_digest],
+                ["trackeval", result.trackeval_version],
+            ],
+            numeric_from=2,
+        ),
+        "<h2>Summary</h2>",
+        _table(["count", "value"], [[k, str(v)] for k, v in sorted(result.summary.items())]),
+    ]
+    if result.warnings:
+        body += ["<h2>Warnings</h2><ul>"] + [f"<li>{escape(w)}</li>" for w in result.warnings] + ["</ul>"]
+    header = ["metric", "value", "ci95 low", "ci95 high", "n valid", "n"]
+    body += [
+        "<h2>Aggregates (mean, case-level bootstrap 95% CI)</h2>",
+        _table(header, [[k, *_fmt(s)] for k, s in sorted(result.aggregates.items())]),
+    ]
+    if figures:
+        body.append("<h2>Figures</h2>")
+        for path in figures:
+            data = base64.b64encode(path.read_bytes()).decode("ascii")
+            body.append(
+                f'<figure><img alt="{escape(path.stem)}" src="data:image/png;base64,{data}">'
+                f"<figcaption>{escape(path.stem)}</figcaption></figure>"
+            )
+    return _page(f"trackeval report: {result.benchmark}, {model}", body)
+
+
+def _comparison_sections(comparisons: list[BenchmarkComparison]) -> list[str]:
+    body = []
+    for comp in comparisons:
+        body.append(
+            f"<h2>{escape(comp.metric)}: A = {escape(comp.candidate_label)}, "
+            f"B = {escape(comp.baseline_label)} ({comp.n_cases} cases)</h2>"
+        )
+        if comp.problems:
+            body += ['<ul class="fail">'] + [f"<li>cannot pair: {escape(p)}</li>" for p in comp.problems] + ["</ul>"]
+        else:
+            body.append(_table(HEADER, [_cells(r) for r in comp.rows]))
+    return body
+
+
+def comparison_report(comparisons: list[BenchmarkComparison]) -> str:
+    """HTML of paired deltas (A - B) with 95% CIs per benchmark and breakdown group."""
+    return _page("trackeval comparison", _comparison_sections(comparisons))
+
+
+def decision_report(decision: Decision) -> str:
+    """HTML of a gate decision: verdict, checks, worst-group tests, comparison tables."""
+    cls = "pass" if decision.verdict == "pass" else "fail"
+    body = [
+        f"<p>candidate <b>{escape(decision.candidate)}</b> vs champion <b>{escape(decision.champion or 'none')}</b>: "
+        f'<span class="{cls}">{decision.verdict.upper()}</span></p>',
+        _table(
+            ["check", "benchmark", "passed", "detail"],
+            [[c.name, c.benchmark, "yes" if c.passed else "NO", c.detail] for c in decision.checks],
+            numeric_from=9,
+        ),
+    ]
+    if decision.group_tests:
+        rows = [
+            [
+                g.key,
+                "-" if g.delta is None else f"{g.delta:+.4f}",
+                f"{g.margin}",
+                f"{g.p_value:.4f}",
+                f"{g.p_adjusted:.4f}",
+                "yes" if g.passed else "NO",
+            ]
+            for g in decision.group_tests
+        ]
+        body += ["<h2>Worst-group guard</h2>", _table(["group", "delta", "margin", "p", "p adjusted", "passed"], rows)]
+    return _page(f"trackeval gate: {decision.model}", body + _comparison_sections(decision.comparisons))

@@ -1,0 +1,260 @@
+"""MLflow model registry: model versions linked to their evaluation runs, aliases and the promotion gate.
+
+A trackeval model version ``NAME`` / ``VERSION`` (as recorded in results.json) is a registered model version
+of ``NAME`` carrying the tag ``trackeval.model_version = VERSION`` and created from the evaluation's parent run
+(``run_id``). Its tags ``trackeval.eval_run.<benchmark>`` point to the latest evaluation run per benchmark.
+Aliases: ``champion`` (the promoted version), ``previous`` (the champion before it, one-call rollback),
+``challenger`` (the newest tracked version that is not champion). Stages are never used.
+
+Every gate decision is recorded as its own run (kind ``gate_decision``): params (model, versions, gate
+config), metrics (deltas and CIs), the decision as JSON, markdown and HTML artifacts, and the verdict as a
+tag; the candidate version gets ``trackeval.gate.*`` tags. MLflow keeps no alias history, so these runs are it.
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from trackeval.config import EvalConfig
+from trackeval.errors import InputError
+from trackeval.gate.compare import BenchmarkComparison, compare_results
+from trackeval.gate.decide import Decision, decide
+from trackeval.results import BenchmarkResult
+from trackeval.tracking.files import RESULTS_JSON
+from trackeval.tracking.mlflow_sink import KIND_GATE, TAG, Mlflow, TrackingError, flatten, read_results
+
+VERSION_TAG = TAG + "model_version"
+EVAL_RUN_TAG = TAG + "eval_run."
+_RUN_ID = re.compile(r"^[0-9a-f]{32}$")
+
+
+def _registered_model(ml: Mlflow, name: str) -> Any | None:
+    from mlflow.exceptions import MlflowException
+
+    try:
+        return ml.call("get_registered_model", ml.client.get_registered_model, name)
+    except TrackingError as exc:
+        cause = exc.__cause__
+        if isinstance(cause, MlflowException) and cause.error_code == "RESOURCE_DOES_NOT_EXIST":
+            return None
+        raise
+
+
+def find_version(ml: Mlflow, name: str, version: str) -> Any | None:
+    """The registered version of ``name`` tagged with trackeval model version ``version`` (None if absent)."""
+    if _registered_model(ml, name) is None:
+        return None
+    versions = ml.call("search_model_versions", ml.client.search_model_versions, f"name = '{name}'")
+    for mv in versions:
+        if mv.tags.get(VERSION_TAG) == version:
+            return mv
+    return None
+
+
+def link_version(ml: Mlflow, name: str, version: str, parent_id: str, children: dict[str, str]) -> Any:
+    """Register (once) the model version of an evaluation and point its ``eval_run`` tags at ``children``."""
+    if _registered_model(ml, name) is None:
+        ml.call("create_registered_model", ml.client.create_registered_model, name)
+    mv = find_version(ml, name, version)
+    if mv is None:
+        source = ml.call("get_run", ml.client.get_run, parent_id).info.artifact_uri
+        mv = ml.call(
+            "create_model_version",
+            ml.client.create_model_version,
+            name,
+            source,
+            run_id=parent_id,
+            tags={VERSION_TAG: version},
+            await_creation_for=0,
+        )
+    for bench, run_id in children.items():
+        ml.call(
+            "set_model_version_tag", ml.client.set_model_version_tag, name, mv.version, EVAL_RUN_TAG + bench, run_id
+        )
+    aliases = ml.call("get_registered_model", ml.client.get_registered_model, name).aliases
+    if str(aliases.get("champion")) != str(mv.version):
+        ml.call("set_registered_model_alias", ml.client.set_registered_model_alias, name, "challenger", mv.version)
+    return mv
+
+
+def resolve_version(ml: Mlflow, name: str, ref: str) -> Any:
+    """A registered version from ``@alias``, a trackeval model version, or a registry version number."""
+    from mlflow.exceptions import MlflowException
+
+    if ref.startswith("@"):
+        try:
+            return ml.call("get_model_version_by_alias", ml.client.get_model_version_by_alias, name, ref[1:])
+        except TrackingError as exc:
+            if isinstance(exc.__cause__, MlflowException):
+                raise InputError(f"model {name!r} has no alias {ref[1:]!r}", field="alias") from exc
+            raise
+    mv = find_version(ml, name, ref)
+    if mv is None and ref.isdigit() and _registered_model(ml, name) is not None:
+        try:
+            mv = ml.call("get_model_version", ml.client.get_model_version, name, ref)
+        except TrackingError as exc:
+            if not isinstance(exc.__cause__, MlflowException):
+                raise
+    if mv is None:
+        raise InputError(f"model {name!r} has no tracked version {ref!r}; run `trackeval track` first", field="version")
+    return mv
+
+
+def run_results(ml: Mlflow, run_id: str) -> BenchmarkResult:
+    """The results.json artifact of an evaluation run, validated."""
+    with tempfile.TemporaryDirectory(prefix="trackeval-results-") as tmp:
+        path = ml.call("download_artifacts", ml.client.download_artifacts, run_id, RESULTS_JSON, tmp)
+        return read_results(Path(path))
+
+
+def version_results(ml: Mlflow, mv: Any) -> dict[str, BenchmarkResult]:
+    """``{benchmark: results}`` of a registered version's latest evaluation runs (its ``eval_run`` tags)."""
+    runs = {k[len(EVAL_RUN_TAG) :]: v for k, v in mv.tags.items() if k.startswith(EVAL_RUN_TAG)}
+    return {bench: run_results(ml, run_id) for bench, run_id in sorted(runs.items())}
+
+
+def resolve_ref(ml: Mlflow, ref: str) -> tuple[str, dict[str, BenchmarkResult]]:
+    """``compare`` operands: a results folder, a run id (an evaluation run or its parent), ``name/version``
+    or ``name@alias``. Returns a label and ``{benchmark: results}``."""
+    path = Path(ref)
+    if (path / RESULTS_JSON).is_file() or (path.suffix == ".json" and path.is_file()):
+        result = read_results(path)
+        return ref, {result.benchmark: result}
+    if _RUN_ID.match(ref):
+        children = ml.search(f"tags.`mlflow.parentRunId` = '{ref}' and attributes.status = 'FINISHED'")
+        if children:
+            return ref, {r.data.tags[TAG + "benchmark"]: run_results(ml, r.info.run_id) for r in reversed(children)}
+        result = run_results(ml, ref)
+        return ref, {result.benchmark: result}
+    name, sep, version = ref.partition("@")
+    if sep:
+        return ref, version_results(ml, resolve_version(ml, name, "@" + version))
+    name, sep, version = ref.rpartition("/")
+    if not sep or not name:
+        raise InputError(f"cannot resolve {ref!r}: expected a results folder, a run id, NAME/VERSION or NAME@ALIAS")
+    return ref, version_results(ml, resolve_version(ml, name, version))
+
+
+def compare_refs(ml: Mlflow, a: str, b: str, cfg: EvalConfig) -> list[BenchmarkComparison]:
+    """Paired comparisons (``a - b``) of every benchmark both sides were evaluated on (primary metrics)."""
+    label_a, res_a = resolve_ref(ml, a)
+    label_b, res_b = resolve_ref(ml, b)
+    common = sorted(set(res_a) & set(res_b))
+    if not common:
+        raise InputError(f"{a} and {b} share no benchmark ({sorted(res_a)} vs {sorted(res_b)})")
+    g = cfg.gate
+    out = []
+    for bench in common:
+        metric = g.primary_metrics.get(bench)
+        if metric is None:
+            raise InputError(f"no primary metric configured for {bench}", field="gate.primary_metrics")
+        out.append(
+            compare_results(
+                res_a[bench],
+                res_b[bench],
+                metric,
+                g.group_dimensions,
+                n_resamples=g.n_resamples,
+                seed=g.seed,
+                confidence=g.confidence,
+                labels=(label_a, label_b),
+            )
+        )
+    return out
+
+
+def _record(ml: Mlflow, decision: Decision, cand_mv: Any, champ_mv: Any | None) -> str:
+    """Write the decision run (params, delta metrics, artifacts, verdict tag); returns its run id."""
+    from mlflow.entities import Metric, Param
+
+    from trackeval.report.comparison import decision_markdown
+    from trackeval.report.html import decision_report
+
+    tags = {
+        TAG + "kind": KIND_GATE,
+        TAG + "model_name": decision.model,
+        TAG + "gate.verdict": decision.verdict,
+        TAG + "gate.candidate": str(cand_mv.version),
+        TAG + "gate.champion": "" if champ_mv is None else str(champ_mv.version),
+    }
+    name = f"gate {decision.model} v{cand_mv.version} vs {'none' if champ_mv is None else 'v' + str(champ_mv.version)}"
+    with ml.run(name, tags) as run_id:
+        params = {
+            "model": decision.model,
+            "candidate_version": str(cand_mv.version),
+            "candidate_model_version": decision.candidate,
+            "champion_version": "" if champ_mv is None else str(champ_mv.version),
+            "candidate_runs": ",".join(
+                f"{k[len(EVAL_RUN_TAG) :]}={v}" for k, v in sorted(cand_mv.tags.items()) if k.startswith(EVAL_RUN_TAG)
+            ),
+            **{f"gate.{k}": v for k, v in flatten(decision.gate_config).items()},
+        }
+        metrics = {"gate/pass": 1.0 if decision.verdict == "pass" else 0.0}
+        for comp in decision.comparisons:
+            for row in comp.rows:
+                for suffix, x in (("", row.delta), ("/ci95_low", row.ci95_low), ("/ci95_high", row.ci95_high)):
+                    if x is not None:
+                        metrics[f"delta/{row.key}{suffix}"] = x
+        ml.call(
+            "log_batch",
+            ml.client.log_batch,
+            run_id,
+            metrics=[Metric(k, v, 0, 0) for k, v in metrics.items() if _valid_key(k)],
+            params=[Param(k, v[:6000]) for k, v in params.items()],
+        )
+        with tempfile.TemporaryDirectory(prefix="trackeval-gate-") as tmp:
+            Path(tmp, "decision.json").write_text(decision.model_dump_json(indent=1), encoding="utf-8")
+            Path(tmp, "decision.md").write_text(decision_markdown(decision), encoding="utf-8")
+            Path(tmp, "decision.html").write_text(decision_report(decision), encoding="utf-8")
+            ml.call("log_artifacts", ml.client.log_artifacts, run_id, tmp)
+    return run_id
+
+
+def _valid_key(key: str) -> bool:
+    return bool(re.fullmatch(r"[A-Za-z0-9_\-./ ]{1,250}", key))
+
+
+def promote(ml: Mlflow, name: str, candidate: str, cfg: EvalConfig) -> tuple[Decision, str]:
+    """Run the gate for ``candidate`` against ``name@champion``; move aliases on pass; record the decision.
+
+    Returns the decision and the id of its decision run. Pass: ``previous`` -> old champion, ``champion`` ->
+    candidate (``challenger`` removed if it pointed at the candidate). Fail: no alias moves. Either way the
+    candidate gets tags ``trackeval.gate.verdict``, ``trackeval.gate.reason`` and ``trackeval.gate.decision_run``.
+    """
+    from mlflow.exceptions import MlflowException
+
+    cand_mv = resolve_version(ml, name, candidate)
+    aliases = ml.call("get_registered_model", ml.client.get_registered_model, name).aliases
+    champ_mv = None
+    if "champion" in aliases:
+        champ_mv = ml.call("get_model_version", ml.client.get_model_version, name, aliases["champion"])
+    if champ_mv is not None and str(champ_mv.version) == str(cand_mv.version):
+        raise InputError(f"version {cand_mv.version} of {name!r} is already the champion", field="candidate")
+    decision = decide(
+        name,
+        cand_mv.tags.get(VERSION_TAG, str(cand_mv.version)),
+        version_results(ml, cand_mv),
+        None if champ_mv is None else champ_mv.tags.get(VERSION_TAG, str(champ_mv.version)),
+        None if champ_mv is None else version_results(ml, champ_mv),
+        cfg.gate,
+    )
+    run_id = _record(ml, decision, cand_mv, champ_mv)
+    set_tag = ml.client.set_model_version_tag
+    ml.call("set_model_version_tag", set_tag, name, cand_mv.version, TAG + "gate.verdict", decision.verdict)
+    ml.call("set_model_version_tag", set_tag, name, cand_mv.version, TAG + "gate.decision_run", run_id)
+    reason = "; ".join(decision.reasons)[:5000] or "all checks passed"
+    ml.call("set_model_version_tag", set_tag, name, cand_mv.version, TAG + "gate.reason", reason)
+    if decision.verdict == "pass":
+        if champ_mv is not None:
+            ml.call("set_alias", ml.client.set_registered_model_alias, name, "previous", champ_mv.version)
+        ml.call("set_alias", ml.client.set_registered_model_alias, name, "champion", cand_mv.version)
+        if str(aliases.get("challenger")) == str(cand_mv.version):
+            try:
+                ml.call("delete_alias", ml.client.delete_registered_model_alias, name, "challenger")
+            except TrackingError as exc:
+                if not isinstance(exc.__cause__, MlflowException):
+                    raise
+    return decision, run_id

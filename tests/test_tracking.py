@@ -1,0 +1,349 @@
+"""MLflow tracking, registry and promotion gate end to end: embedded SQLite store and a real ``mlflow server``.
+
+Results come from real UMD evaluations (tests/gate_data.py). The server test starts ``mlflow server`` on
+127.0.0.1 with a SQLite backend, kills it while a run is being logged, restarts it and re-tracks; the
+browser tests open the HTML report and the MLflow UI in headless Chromium (screenshots under tmp_path).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from mlflow import MlflowClient
+
+from tests import gate_data
+from tests.conftest import umd_argv
+from trackeval.cli import main
+from trackeval.results import BenchmarkResult
+from trackeval.tracking import mlflow_sink
+from trackeval.tracking.mlflow_sink import idempotency_key, read_results
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+MLFLOW_BIN = Path(sys.executable).with_name("mlflow")
+needs_chromium = pytest.mark.skipif(
+    CHROMIUM is None, reason="headless Chromium not installed (Debian package `chromium`; .ci/run installs it)"
+)
+
+
+# ------------------------------------------------------------------------------------------- fixtures
+
+
+@pytest.fixture(scope="session")
+def migrated_db(tmp_path_factory) -> Path:
+    """An empty MLflow SQLite database with every migration applied (copied per test: migrations are slow)."""
+    path = tmp_path_factory.mktemp("mlflowdb") / "mlflow.db"
+    MlflowClient(tracking_uri=f"sqlite:///{path}").search_experiments()
+    return path
+
+
+@pytest.fixture(scope="module")
+def evaluated(tmp_path_factory) -> dict:
+    """Results folders of three versions of model ``seg`` on one ground truth (+ the inputs)."""
+    root = tmp_path_factory.mktemp("evals")
+    cfg = gate_data.config()
+    gt = gate_data.make_ground_truth(root)
+    out = {"gt": gt, "root": root}
+    for version in ("champion", "organ_regress", "improved"):
+        result, folder = gate_data.evaluate_version(root, gt, version, cfg)
+        out[version] = (result, folder)
+    return out
+
+
+@pytest.fixture
+def store(tmp_path, migrated_db, monkeypatch) -> tuple[list[str], MlflowClient]:
+    """A fresh embedded store (copied migrated DB + artifact folder): ``--set`` overrides and a client."""
+    db = tmp_path / "mlflow.db"
+    shutil.copy(migrated_db, db)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.chdir(tmp_path)
+    uri = f"sqlite:///{db}"
+    sets = [
+        f"tracking.uri={uri}",
+        f"tracking.artifact_location={tmp_path / 'mlartifacts'}",
+        f"tracking.dvc_root={tmp_path}",
+        "tracking.backoff_s=0.05",
+        "gate.n_resamples=1000",
+    ]
+    return [a for s in sets for a in ("--set", s)], MlflowClient(tracking_uri=uri, registry_uri=uri)
+
+
+def _runs(client: MlflowClient, kind: str, status: str | None = None) -> list:
+    exp = client.get_experiment_by_name("trackeval")
+    flt = f"tags.`trackeval.kind` = '{kind}'" + (f" and attributes.status = '{status}'" if status else "")
+    return client.search_runs([exp.experiment_id], flt)
+
+
+def _aliases(client: MlflowClient) -> dict[str, str]:
+    return {k: str(v) for k, v in client.get_registered_model("seg").aliases.items()}
+
+
+def _chromium(tmp_path: Path, url: str, shot: Path, budget_ms: int) -> str:
+    """Headless Chromium: the DOM after ``budget_ms`` of virtual time, and a screenshot at ``shot``."""
+    flags = [
+        CHROMIUM,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        f"--user-data-dir={tmp_path / 'chromium-profile'}",
+        "--window-size=1400,1000",
+        f"--virtual-time-budget={budget_ms}",
+    ]
+    dom = subprocess.run([*flags, "--dump-dom", url], capture_output=True, text=True, timeout=120, check=True).stdout
+    subprocess.run([*flags, f"--screenshot={shot}", url], capture_output=True, timeout=120, check=True)
+    assert shot.stat().st_size > 1000
+    return dom
+
+
+# ------------------------------------------------------------------------------------ embedded SQLite
+
+
+def test_track_logs_lineage_metrics_dataset_artifacts_once(store, evaluated, tmp_path):
+    sets, client = store
+    result, folder = evaluated["champion"]
+    (tmp_path / "data.dvc").write_text("outs:\n- md5: 0123456789abcdef0123456789abcdef.dir\n  path: data\n")
+    before = (folder / "results.json").read_bytes()
+    assert main(["track", str(folder), *sets]) == 0
+    assert main(["track", str(folder), *sets]) == 0  # idempotent
+    (child,) = _runs(client, "benchmark")
+    (parent,) = _runs(client, "evaluation")
+    assert child.info.status == "FINISHED" and parent.info.status == "FINISHED"
+    assert child.data.tags["mlflow.parentRunId"] == parent.info.run_id
+    assert child.data.metrics == pytest.approx(result.flat_metrics())
+    assert child.data.params["umd.nsd_tolerance_mm"] == "1.0"
+    assert child.data.params["bootstrap.n_resamples"] == "200"
+    tags = child.data.tags
+    assert tags["trackeval.params_hash"] == result.config_digest
+    assert tags["trackeval.dvc_data_digest"] == "0123456789abcdef0123456789abcdef.dir"
+    assert tags["trackeval.idempotency_key"] == idempotency_key(result)
+    assert tags["trackeval.model_name"] == "seg" and tags["trackeval.model_version"] == "champion"
+    assert tags["trackeval.leakage_audit"] == "pass"
+    assert tags["trackeval.git_commit"] == tags["mlflow.source.git.commit"]
+    (ds,) = client.get_run(child.info.run_id).inputs.dataset_inputs
+    assert ds.dataset.digest == "0123456789abcdef0123456789abcdef.dir"
+    assert {t.key: t.value for t in ds.tags}["mlflow.data.context"] == "eval"
+    names = {a.path for a in client.list_artifacts(child.info.run_id)}
+    assert {"results.json", "metrics.json", "cases.parquet", "report.html", "figures"} <= names
+    figures = {a.path for a in client.list_artifacts(child.info.run_id, "figures")}
+    assert "figures/umd__dsc__by_organ.png" in figures and "figures/umd__dsc_gap__ct_vs_pet__by_organ.png" in figures
+    (mv,) = client.search_model_versions("name = 'seg'")
+    assert mv.tags["trackeval.model_version"] == "champion" and mv.run_id == parent.info.run_id
+    assert mv.tags["trackeval.eval_run.umd"] == child.info.run_id
+    assert _aliases(client) == {"challenger": str(mv.version)}
+    assert (folder / "results.json").read_bytes() == before
+
+
+def test_promote_compare_and_evaluate_track_cli(store, evaluated, tmp_path, capsys):
+    sets, client = store
+    assert main(["track", str(evaluated["champion"][1]), *sets]) == 0
+    assert main(["promote", "--model", "seg", "--candidate", "champion", *sets]) == 0  # first version: floor
+    assert _aliases(client) == {"champion": "1"}
+    # an organ regressing: rejected, no alias moves, the decision recorded
+    assert main(["track", str(evaluated["organ_regress"][1]), *sets]) == 0
+    assert main(["promote", "--model", "seg", "--candidate", "organ_regress", *sets]) == 1
+    assert _aliases(client) == {"champion": "1", "challenger": "2"}
+    v2 = client.get_model_version("seg", "2")
+    assert v2.tags["trackeval.gate.verdict"] == "fail" and "by_organ/heart" in v2.tags["trackeval.gate.reason"]
+    record = client.get_run(v2.tags["trackeval.gate.decision_run"])
+    assert record.data.tags["trackeval.gate.verdict"] == "fail" and record.data.metrics["gate/pass"] == 0.0
+    assert record.data.metrics["delta/umd/dsc/by_organ/heart"] == pytest.approx(-0.2)
+    decision = json.loads(
+        Path(client.download_artifacts(record.info.run_id, "decision.json", str(tmp_path))).read_text()
+    )
+    assert decision["verdict"] == "fail" and decision["champion"] == "champion"
+    # evaluate --track, then a clear improvement is promoted: champion -> v3, previous -> v1
+    gt, root = evaluated["gt"], evaluated["root"]
+    pred = root / "improved" / "pred_improved"
+    argv = umd_argv(gt, pred, tmp_path / "out_v3", "--track", "--model-name", "seg", "--model-version", "v3")
+    assert (
+        main(
+            [
+                *argv,
+                *sets,
+                "--set",
+                "bootstrap.n_resamples=200",
+                "--set",
+                "engine.executor=local",
+                "--set",
+                "umd.labels={liver: 1, kidney_left: 2, heart: 5}",
+            ]
+        )
+        == 0
+    )
+    assert main(["promote", "--model", "seg", "--candidate", "v3", *sets]) == 0
+    assert _aliases(client) == {"champion": "3", "previous": "1"}
+    assert len(_runs(client, "gate_decision")) == 3
+    capsys.readouterr()
+    md, html = tmp_path / "cmp.md", tmp_path / "cmp.html"
+    assert main(["compare", "seg@champion", "seg@previous", "--markdown", str(md), "--html", str(html), *sets]) == 0
+    out = capsys.readouterr().out
+    assert "umd/dsc" in out and "organ=kidney_left" in out
+    text = md.read_text()
+    assert "| (overall) | 1.0000 | 0.7534 | +0.2466 [" in text and "seg@previous" in text
+    assert "<table>" in html.read_text()
+    assert main(["compare", "seg@nope", "seg@champion", *sets]) == 2
+    assert "has no alias 'nope'" in capsys.readouterr().err
+
+
+def test_crash_mid_logging_leaves_runs_failed_then_retrack_logs_once(store, evaluated, monkeypatch):
+    sets, client = store
+    _, folder = evaluated["champion"]
+
+    def crash(*args, **kwargs):
+        raise RuntimeError("figure backend crashed")
+
+    monkeypatch.setattr("trackeval.report.figures.save_figures", crash)
+    with pytest.raises(RuntimeError, match="figure backend crashed"):
+        main(["track", str(folder), *sets])
+    assert [r.info.status for r in _runs(client, "benchmark")] == ["FAILED"]
+    assert [r.info.status for r in _runs(client, "evaluation")] == ["FAILED"]
+    monkeypatch.undo()
+    assert main(["track", str(folder), *sets]) == 0
+    assert len(_runs(client, "benchmark", "FINISHED")) == 1
+    assert len(_runs(client, "benchmark")) == 2
+
+
+def test_unreachable_server_bounded_retries_then_clear_error(evaluated, monkeypatch, capsys, caplog):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: nothing listens there
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://127.0.0.1:{port}")
+    _, folder = evaluated["champion"]
+    before = (folder / "results.json").read_bytes()
+    t0 = time.monotonic()
+    rc = main(["track", str(folder), "--set", "tracking.retries=2", "--set", "tracking.backoff_s=0.2"])
+    elapsed = time.monotonic() - t0
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert "unavailable" in err and "after 3 attempt(s)" in err and f"trackeval track {folder}" in err
+    waits = [r.getMessage().rsplit(" in ", 1)[1] for r in caplog.records if "retry" in r.getMessage()]
+    assert waits == ["0.2s", "0.4s"]  # exponential backoff, bounded by tracking.retries
+    assert 0.6 <= elapsed < 30
+    assert (folder / "results.json").read_bytes() == before
+
+
+@needs_chromium
+def test_html_report_in_chromium(store, evaluated, tmp_path):
+    sets, client = store
+    result, folder = evaluated["champion"]
+    assert main(["track", str(folder), *sets]) == 0
+    (child,) = _runs(client, "benchmark")
+    report = Path(client.download_artifacts(child.info.run_id, "report.html", str(tmp_path / "dl")))
+    dom = _chromium(tmp_path, report.as_uri(), tmp_path / "report.png", 2000)
+    value = result.aggregates["umd/dsc/by_organ/liver"].value
+    assert "umd/dsc/by_organ/liver" in dom and f"{value:.4f}" in dom
+    n_figures = len(client.list_artifacts(child.info.run_id, "figures"))
+    assert n_figures >= 3 and dom.count('src="data:image/png;base64,') == n_figures  # self-contained
+
+
+# ------------------------------------------------------------------------------------- mlflow server
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _start_server(db: Path, artifacts: Path, log: Path) -> tuple[subprocess.Popen, str]:
+    port = _free_port()
+    cmd = [
+        str(MLFLOW_BIN),
+        "server",
+        "--backend-store-uri",
+        f"sqlite:///{db}",
+        "--artifacts-destination",
+        str(artifacts),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--workers",
+        "1",
+    ]
+    proc = subprocess.Popen(cmd, stdout=log.open("ab"), stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url + "/health", timeout=2) as r:
+                if r.status == 200:
+                    return proc, url
+        except OSError:
+            time.sleep(0.3)
+        if proc.poll() is not None:
+            break
+    _stop(proc)
+    pytest.fail(f"mlflow server did not start: {log.read_text()[-2000:]}")
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+
+
+@pytest.mark.slow
+def test_server_killed_mid_logging_then_resumed_and_ui(evaluated, migrated_db, tmp_path, monkeypatch, capsys):
+    db = tmp_path / "server.db"
+    shutil.copy(migrated_db, db)
+    artifacts, log = tmp_path / "artifacts", tmp_path / "server.log"
+    proc, url = _start_server(db, artifacts, log)
+    try:
+        monkeypatch.setenv("MLFLOW_TRACKING_URI", url)
+        monkeypatch.chdir(tmp_path)
+        sets = ["--set", "tracking.backoff_s=0.05", "--set", "tracking.retries=2", "--set", "gate.n_resamples=500"]
+        assert main(["track", str(evaluated["champion"][1]), *sets]) == 0
+        assert main(["promote", "--model", "seg", "--candidate", "champion", *sets]) == 0
+
+        result, folder = evaluated["improved"]
+        before = (folder / "results.json").read_bytes()
+        original = mlflow_sink._stage_artifacts
+
+        def kill_then_stage(*args):
+            _stop(proc)  # the server dies after the run was created and its metrics logged
+            return original(*args)
+
+        monkeypatch.setattr(mlflow_sink, "_stage_artifacts", kill_then_stage)
+        assert main(["track", str(folder), *sets]) == 2
+        assert "unavailable" in capsys.readouterr().err
+        assert (folder / "results.json").read_bytes() == before
+        monkeypatch.setattr(mlflow_sink, "_stage_artifacts", original)
+
+        proc, url = _start_server(db, artifacts, log)  # same database, new port
+        monkeypatch.setenv("MLFLOW_TRACKING_URI", url)
+        assert main(["track", str(folder), *sets]) == 0
+        assert main(["track", str(folder), *sets]) == 0
+        client = MlflowClient(tracking_uri=url, registry_uri=url)
+        key = idempotency_key(result)
+        exp = client.get_experiment_by_name("trackeval").experiment_id
+        runs = client.search_runs([exp], f"tags.`trackeval.idempotency_key` = '{key}'")
+        assert sorted(r.info.status for r in runs) == ["FAILED", "FINISHED"]  # the interrupted one, never RUNNING
+        assert not client.search_runs([exp], "attributes.status = 'RUNNING'")
+        (done,) = [r for r in runs if r.info.status == "FINISHED"]
+        assert done.data.metrics == pytest.approx(result.flat_metrics())
+        assert {a.path for a in client.list_artifacts(done.info.run_id)} >= {"results.json", "report.html"}
+        assert main(["promote", "--model", "seg", "--candidate", "improved", *sets]) == 0
+        assert _aliases(client) == {"champion": "2", "previous": "1"}
+        assert read_results(folder) == BenchmarkResult.model_validate_json(before)
+
+        if CHROMIUM is not None:  # the MLflow UI (a JS app) renders the run page with its metrics
+            dom = _chromium(tmp_path, f"{url}/#/experiments/{exp}/runs/{done.info.run_id}", tmp_path / "ui.png", 5000)
+            assert "umd seg/improved" in dom
+            assert "umd/dsc/by_organ/kidney_left" in dom
+            assert repr(result.aggregates["umd/dsc"].value) in dom
+    finally:
+        _stop(proc)
