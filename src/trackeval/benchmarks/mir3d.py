@@ -36,7 +36,6 @@ import argparse
 import hashlib
 import json
 import logging
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,7 +49,7 @@ from trackeval.errors import ConfigError, InputError
 from trackeval.io.tables import read_csv_rows
 from trackeval.metrics.ranking import average_precision, label_relevance, precision_at_10_original_quirk, precision_at_k
 from trackeval.results import BenchmarkResult, CaseRecord, DataInfo, MetricSummary, metric_key
-from trackeval.stats.bootstrap import bootstrap_means
+from trackeval.stats.bootstrap import bootstrap_means, group_seed
 
 log = logging.getLogger(__name__)
 
@@ -386,7 +385,7 @@ def aggregate(records: list[CaseRecord], regions: list[str], cfg: EvalConfig) ->
         region = rec.groups["region"]
         values[i, col[region]] = [rec.metrics[region][name] for name in names]
     b = cfg.bootstrap
-    seed = (b.seed, zlib.crc32(NAME.encode()))
+    seed = group_seed(b.seed, NAME)
     out: dict[str, MetricSummary] = {}
     for m, name in enumerate(names):
         ci = bootstrap_means(values[:, :, m], b.n_resamples, seed, b.confidence)

@@ -20,7 +20,6 @@ import hashlib
 import json
 import logging
 import warnings
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +29,7 @@ from trackeval import __version__
 from trackeval.audit.leakage import AuditFinding, audit_against_training
 from trackeval.benchmarks.registry import BenchmarkSpec, register
 from trackeval.benchmarks.segmentation import present_labels, score_segmentation
+from trackeval.benchmarks.summaries import mean_summaries
 from trackeval.config import EvalConfig, UMDConfig
 from trackeval.engine.cache import CaseCache, cache_key
 from trackeval.engine.executors import map_cases
@@ -39,7 +39,6 @@ from trackeval.io.paths import check_case_id, resolve_inside
 from trackeval.io.tables import read_csv_rows
 from trackeval.metrics.overlap import confusion_matrix
 from trackeval.results import BenchmarkResult, CaseRecord, DataInfo, MetricSummary, metric_key
-from trackeval.stats.bootstrap import bootstrap_means
 
 log = logging.getLogger(__name__)
 
@@ -206,10 +205,6 @@ def _organ_metrics(
     )
 
 
-def _seed(base: int, group: str) -> tuple[int, int]:
-    return (base, zlib.crc32(group.encode()))
-
-
 def _matrix(records: list[CaseRecord], organs: list[str], metric: str) -> np.ndarray:
     out = np.full((len(records), len(organs)), np.nan)
     for i, r in enumerate(records):
@@ -217,33 +212,6 @@ def _matrix(records: list[CaseRecord], organs: list[str], metric: str) -> np.nda
             v = r.metrics.get(organ, {}).get(metric)
             if v is not None:
                 out[i, j] = v
-    return out
-
-
-def _summaries(
-    prefix: str, values: np.ndarray, organs: list[str], cfg: EvalConfig, group: str
-) -> dict[str, MetricSummary]:
-    """Headline (mean over organs) and per-organ summaries of a (units x organs) matrix."""
-    b = cfg.bootstrap
-    ci = bootstrap_means(values, b.n_resamples, _seed(b.seed, group), b.confidence)
-    n = values.shape[0]
-    out = {
-        prefix: MetricSummary(
-            value=ci.overall,
-            ci95_low=ci.overall_low,
-            ci95_high=ci.overall_high,
-            n=n,
-            n_valid=int(ci.n_valid.sum()),
-        )
-    }
-    for j, organ in enumerate(organs):
-        out[metric_key(prefix, "by_organ", organ)] = MetricSummary(
-            value=float(ci.value[j]),
-            ci95_low=float(ci.low[j]),
-            ci95_high=float(ci.high[j]),
-            n=n,
-            n_valid=int(ci.n_valid[j]),
-        )
     return out
 
 
@@ -270,17 +238,24 @@ def aggregate(records: list[CaseRecord], cfg: EvalConfig) -> dict[str, MetricSum
     out: dict[str, MetricSummary] = {}
     for metric in AGG_METRICS:
         values = _matrix(records, organs, metric)
-        out.update(_summaries(metric_key(NAME, metric), values, organs, cfg, "all"))
+        out.update(mean_summaries(metric_key(NAME, metric), values, organs, "organ", cfg.bootstrap, "all"))
         for mod in modalities:
             rows = [i for i, r in enumerate(records) if r.groups["modality"] == mod]
             out.update(
-                _summaries(metric_key(NAME, metric, "by_modality", mod), values[rows], organs, cfg, f"modality={mod}")
+                mean_summaries(
+                    metric_key(NAME, metric, "by_modality", mod),
+                    values[rows],
+                    organs,
+                    "organ",
+                    cfg.bootstrap,
+                    f"modality={mod}",
+                )
             )
     for a, b in cfg.umd.modality_pairs:
         gap = _paired_gap(records, organs, a, b)
         if len(gap):
             key = metric_key(NAME, "dsc_gap", f"{a}_vs_{b}")
-            out.update(_summaries(key, gap, organs, cfg, f"gap={a}_vs_{b}"))
+            out.update(mean_summaries(key, gap, organs, "organ", cfg.bootstrap, f"gap={a}_vs_{b}"))
     return out
 
 

@@ -12,13 +12,13 @@ headline statistic recomputed on it). The per-case metric is the last token of t
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Sequence
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from trackeval.results import BenchmarkResult, CaseRecord, metric_key
+from trackeval.stats.bootstrap import group_seed
 from trackeval.stats.paired import PairedDelta, paired_bootstrap
 
 
@@ -151,7 +151,7 @@ def compare_results(
     cm, bm = _matrix(cand_cases, items, per_case), _matrix(base_cases, items, per_case)
 
     def boot(key: str, rows: np.ndarray | slice) -> PairedDelta:
-        return paired_bootstrap(cm[rows], bm[rows], n_resamples, (seed, zlib.crc32(key.encode())), confidence)
+        return paired_bootstrap(cm[rows], bm[rows], n_resamples, group_seed(seed, key), confidence)
 
     whole = boot(head_key, slice(None))
     out.rows.append(_headline_row(bench, head_key, "", "", whole))

@@ -12,6 +12,7 @@ organ's mean NaN for that resample, and percentiles ignore such resamples.
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -38,8 +39,20 @@ class MeanCI:
     overall_high: float
 
 
-def _weight_blocks(n: int, n_resamples: int, seed: int | Sequence[int]) -> Iterator[np.ndarray]:
-    """Yield multinomial resampling weights in blocks of rows, ``(b, n)`` float64, deterministic in seed."""
+def group_seed(seed: int, group: str) -> tuple[int, int]:
+    """Seed of one aggregate's resamples: the config seed plus a stable hash (crc32) of the group's name.
+
+    Every metric of the same group of cases shares its resamples; different groups get independent ones.
+    """
+    return (seed, zlib.crc32(group.encode()))
+
+
+def weight_blocks(n: int, n_resamples: int, seed: int | Sequence[int]) -> Iterator[np.ndarray]:
+    """Yield case-resampling weights (multinomial counts) in blocks of rows, ``(b, n)`` float64.
+
+    The blocks concatenate to ``(n_resamples, n)``; deterministic in ``seed``. Any statistic that is a
+    function of weighted sums over cases is then bootstrapped with matrix products, block by block.
+    """
     rng = np.random.default_rng(seed)
     rows = max(1, _BLOCK_ENTRIES // max(n, 1))
     p = np.full(n, 1.0 / n)
@@ -50,19 +63,22 @@ def _weight_blocks(n: int, n_resamples: int, seed: int | Sequence[int]) -> Itera
         done += b
 
 
-def _nanmean_cols(sums: np.ndarray, counts: np.ndarray) -> np.ndarray:
+def nanmean_cols(sums: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """``sums / counts`` elementwise, NaN where ``counts`` is 0."""
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(counts > 0, sums / np.where(counts > 0, counts, 1.0), np.nan)
 
 
-def _nanmean_rows(means: np.ndarray) -> np.ndarray:
+def nanmean_rows(means: np.ndarray) -> np.ndarray:
+    """Mean over the last axis ignoring NaN; NaN where a row has no value."""
     ok = ~np.isnan(means)
     n_ok = ok.sum(axis=-1)
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(n_ok > 0, np.where(ok, means, 0.0).sum(axis=-1) / np.maximum(n_ok, 1), np.nan)
 
 
-def _percentiles(samples: np.ndarray, confidence: float) -> tuple[np.ndarray, np.ndarray]:
+def percentiles(samples: np.ndarray, confidence: float) -> tuple[np.ndarray, np.ndarray]:
+    """Two-sided percentile interval of bootstrap ``samples`` (per column for 2D), ignoring NaN resamples."""
     alpha = (1.0 - confidence) / 2.0
     ok = ~np.isnan(samples)
     if samples.ndim == 1:
@@ -107,15 +123,15 @@ def bootstrap_means(
     valid = ~np.isnan(v)
     filled = np.where(valid, v, 0.0)
     n_valid = valid.sum(axis=0)
-    point = _nanmean_cols(filled.sum(axis=0), n_valid.astype(np.float64))
-    overall = float(_nanmean_rows(point))
+    point = nanmean_cols(filled.sum(axis=0), n_valid.astype(np.float64))
+    overall = float(nanmean_rows(point))
     if n == 0:
         nan_k = np.full(k, np.nan)
         return MeanCI(point, nan_k, nan_k.copy(), n_valid, overall, np.nan, np.nan)
     col_samples = []
-    for w in _weight_blocks(n, n_resamples, seed):
-        col_samples.append(_nanmean_cols(w @ filled, w @ valid.astype(np.float64)))
+    for w in weight_blocks(n, n_resamples, seed):
+        col_samples.append(nanmean_cols(w @ filled, w @ valid.astype(np.float64)))
     samples = np.concatenate(col_samples, axis=0)
-    low, high = _percentiles(samples, confidence)
-    o_low, o_high = _percentiles(_nanmean_rows(samples), confidence)
+    low, high = percentiles(samples, confidence)
+    o_low, o_high = percentiles(nanmean_rows(samples), confidence)
     return MeanCI(point, low, high, n_valid, overall, float(o_low), float(o_high))

@@ -19,7 +19,7 @@ from typing import Literal
 
 import numpy as np
 
-from trackeval.stats.bootstrap import _nanmean_cols, _nanmean_rows, _percentiles, _weight_blocks
+from trackeval.stats.bootstrap import nanmean_cols, nanmean_rows, percentiles, weight_blocks
 
 
 @dataclass(frozen=True)
@@ -81,18 +81,16 @@ def paired_bootstrap(
     diff = np.where(pair, c - b, 0.0)
     n_pairs = pair.sum(axis=0)
     cnt = n_pairs.astype(np.float64)
-    value = _nanmean_cols(diff.sum(axis=0), cnt)
-    cand_mean = _nanmean_cols(np.where(pair, c, 0.0).sum(axis=0), cnt)
-    base_mean = _nanmean_cols(np.where(pair, b, 0.0).sum(axis=0), cnt)
+    value = nanmean_cols(diff.sum(axis=0), cnt)
+    cand_mean = nanmean_cols(np.where(pair, c, 0.0).sum(axis=0), cnt)
+    base_mean = nanmean_cols(np.where(pair, b, 0.0).sum(axis=0), cnt)
     if n == 0:
         samples = np.full((n_resamples, k), np.nan)
     else:
-        samples = np.concatenate(
-            [_nanmean_cols(w @ diff, w @ pf) for w in _weight_blocks(n, n_resamples, seed)], axis=0
-        )
-    overall_samples = _nanmean_rows(samples)
-    low, high = _percentiles(samples, confidence)
-    o_low, o_high = _percentiles(overall_samples, confidence)
+        samples = np.concatenate([nanmean_cols(w @ diff, w @ pf) for w in weight_blocks(n, n_resamples, seed)], axis=0)
+    overall_samples = nanmean_rows(samples)
+    low, high = percentiles(samples, confidence)
+    o_low, o_high = percentiles(overall_samples, confidence)
     return PairedDelta(
         value=value,
         low=low,
@@ -100,11 +98,11 @@ def paired_bootstrap(
         n_pairs=n_pairs,
         candidate=cand_mean,
         baseline=base_mean,
-        overall=float(_nanmean_rows(value)),
+        overall=float(nanmean_rows(value)),
         overall_low=float(o_low),
         overall_high=float(o_high),
-        overall_candidate=float(_nanmean_rows(cand_mean)),
-        overall_baseline=float(_nanmean_rows(base_mean)),
+        overall_candidate=float(nanmean_rows(cand_mean)),
+        overall_baseline=float(nanmean_rows(base_mean)),
         samples=samples,
         overall_samples=overall_samples,
     )

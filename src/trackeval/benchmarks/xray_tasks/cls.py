@@ -21,14 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-from trackeval.benchmarks.xray_tasks.common import (
-    TaskInputs,
-    TaskOutput,
-    mean_summaries,
-    sha256_files,
-    summary,
-    unique_tokens,
-)
+from trackeval.benchmarks.summaries import mean_summaries, summary
+from trackeval.benchmarks.xray_tasks.common import TaskInputs, TaskOutput, sha256_files, unique_tokens
 from trackeval.config import EvalConfig
 from trackeval.errors import InputError
 from trackeval.io.tables import read_csv_rows

@@ -24,15 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from trackeval.benchmarks.xray_tasks.common import (
-    TaskInputs,
-    TaskOutput,
-    column_summary,
-    read_json,
-    sha256_files,
-    summary,
-    unique_tokens,
-)
+from trackeval.benchmarks.summaries import column_summary, summary
+from trackeval.benchmarks.xray_tasks.common import TaskInputs, TaskOutput, read_json, sha256_files, unique_tokens
 from trackeval.config import EvalConfig
 from trackeval.errors import InputError
 from trackeval.metrics.detection import average_precision_at_iou, grounding_iou, xywh_to_xyxy

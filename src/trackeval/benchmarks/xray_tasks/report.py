@@ -22,20 +22,14 @@ from typing import Any
 
 import numpy as np
 
-from trackeval.benchmarks.xray_tasks.common import (
-    TaskInputs,
-    TaskOutput,
-    bootstrap_seed,
-    column_summary,
-    read_jsonl,
-    sha256_files,
-    summary,
-)
+from trackeval.benchmarks.summaries import column_summary, summary
+from trackeval.benchmarks.xray_tasks.common import TaskInputs, TaskOutput, read_jsonl, sha256_files
 from trackeval.config import EvalConfig
 from trackeval.config.base import BootstrapConfig
 from trackeval.errors import InputError
 from trackeval.metrics.text import BleuStats, NgramCorpus, bleu_from_stats, bleu_stats, cider_d, rouge_l, tokenize
 from trackeval.results import CaseRecord, MetricSummary, metric_key
+from trackeval.stats.bootstrap import group_seed, weight_blocks
 
 log = logging.getLogger(__name__)
 
@@ -67,12 +61,10 @@ def _bleu_summaries(stats: BleuStats, boot: BootstrapConfig) -> dict[str, Metric
     """Corpus BLEU-1..4 with a report-level bootstrap: per resample, weighted sums of the per-report statistics."""
     n = stats.testlen.size
     value = bleu_from_stats(stats.correct.sum(0), stats.guess.sum(0), stats.testlen.sum(), stats.reflen.sum())
-    rng = np.random.default_rng(bootstrap_seed(boot.seed, "bleu"))
-    samples = []
-    block = max(1, (1 << 22) // max(n, 1))
-    for start in range(0, boot.n_resamples, block):
-        w = rng.multinomial(n, np.full(n, 1.0 / n), size=min(block, boot.n_resamples - start)).astype(np.float64)
-        samples.append(bleu_from_stats(w @ stats.correct, w @ stats.guess, w @ stats.testlen, w @ stats.reflen))
+    samples = [
+        bleu_from_stats(w @ stats.correct, w @ stats.guess, w @ stats.testlen, w @ stats.reflen)
+        for w in weight_blocks(n, boot.n_resamples, group_seed(boot.seed, "bleu"))
+    ]
     alpha = (1.0 - boot.confidence) / 2.0
     low, high = np.quantile(np.concatenate(samples), [alpha, 1.0 - alpha], axis=0)
     return {

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from trackeval.benchmarks.xray_tasks.common import TaskInputs, TaskOutput, column_summary, sha256_files
+from trackeval.benchmarks.summaries import column_summary
+from trackeval.benchmarks.xray_tasks.common import TaskInputs, TaskOutput, sha256_files
 from trackeval.config import EvalConfig
 from trackeval.errors import InputError
 from trackeval.io.tables import read_csv_rows

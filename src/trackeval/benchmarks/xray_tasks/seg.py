@@ -24,14 +24,8 @@ import numpy as np
 from PIL import Image, UnidentifiedImageError
 
 from trackeval.benchmarks.segmentation import present_labels
-from trackeval.benchmarks.xray_tasks.common import (
-    TaskInputs,
-    TaskOutput,
-    digest_lines,
-    mean_summaries,
-    read_bytes,
-    unique_tokens,
-)
+from trackeval.benchmarks.summaries import mean_summaries
+from trackeval.benchmarks.xray_tasks.common import TaskInputs, TaskOutput, digest_lines, read_bytes, unique_tokens
 from trackeval.config import EvalConfig
 from trackeval.engine.executors import map_cases
 from trackeval.errors import InputError
