@@ -47,3 +47,9 @@ def test_unreadable_config_file(tmp_path: Path):
     bad.write_text("- a list\n")
     with pytest.raises(ConfigError, match="mapping"):
         load_config(bad)
+
+
+def test_params_yaml_pipeline_section_is_ignored(tmp_path: Path):
+    f = tmp_path / "params.yaml"
+    f.write_text("pipeline:\n  demo: {subjects: 3}\numd:\n  nsd_tolerance_mm: 2.0\n")
+    assert load_config(f).umd.nsd_tolerance_mm == 2.0

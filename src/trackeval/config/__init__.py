@@ -54,6 +54,10 @@ class EvalConfig(Section):
         return hashlib.sha256(blob.encode()).hexdigest()
 
 
+#: The params.yaml section that holds pipeline knobs (demo sizes, training); not part of the evaluation config.
+PIPELINE_SECTION = "pipeline"
+
+
 def _set_dotted(tree: dict[str, Any], dotted: str, value: Any) -> None:
     parts = dotted.split(".")
     node = tree
@@ -68,7 +72,8 @@ def _set_dotted(tree: dict[str, Any], dotted: str, value: Any) -> None:
 def load_config(path: Path | None = None, overrides: list[str] | None = None) -> EvalConfig:
     """Build an :class:`EvalConfig` from an optional YAML file and ``key=value`` overrides.
 
-    Overrides use dotted keys (``umd.nsd_tolerance_mm=2``) and YAML values (``umd.labels={liver: 1}``).
+    The file may be the pipeline's ``params.yaml``: its ``pipeline`` section (demo data and training knobs) is
+    ignored here; every other top-level key must be an evaluation section. Overrides use dotted keys (``umd.nsd_tolerance_mm=2``) and YAML values (``umd.labels={liver: 1}``).
     Raises :class:`ConfigError` naming the file and field on any problem.
     """
     tree: dict[str, Any] = {}
@@ -80,7 +85,7 @@ def load_config(path: Path | None = None, overrides: list[str] | None = None) ->
             raise ConfigError(f"cannot read config file {path}: {exc}") from exc
         if loaded is not None and not isinstance(loaded, dict):
             raise ConfigError(f"config file {path} must hold a mapping at the top level")
-        tree = loaded or {}
+        tree = {k: v for k, v in (loaded or {}).items() if k != PIPELINE_SECTION}
     for item in overrides or []:
         key, sep, raw = item.partition("=")
         if not sep or not key:
