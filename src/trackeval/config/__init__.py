@@ -73,7 +73,8 @@ def load_config(path: Path | None = None, overrides: list[str] | None = None) ->
     """Build an :class:`EvalConfig` from an optional YAML file and ``key=value`` overrides.
 
     The file may be the pipeline's ``params.yaml``: its ``pipeline`` section (demo data and training knobs) is
-    ignored here; every other top-level key must be an evaluation section. Overrides use dotted keys (``umd.nsd_tolerance_mm=2``) and YAML values (``umd.labels={liver: 1}``).
+    ignored here; every other top-level key must be an evaluation section. Overrides use dotted keys
+    (``umd.nsd_tolerance_mm=2``) and YAML values (``umd.labels={liver: 1}``).
     Raises :class:`ConfigError` naming the file and field on any problem.
     """
     tree: dict[str, Any] = {}
