@@ -140,3 +140,22 @@ def test_dask_worker_killed_mid_run_results_equal(umd_dataset, tmp_path: Path):
             thread.join()
     assert killed, "no worker was busy: the fault was not injected"
     assert out == reference
+
+
+def test_disk_full_while_writing_outputs_leaves_no_partial_files(umd_dataset, tmp_path: Path):
+    """A real write failure: the file-size limit (RLIMIT_FSIZE) makes writes fail with EFBIG, like a full disk."""
+    import resource
+
+    gt, pred = umd_dataset()
+    out = tmp_path / "out"
+
+    def limit() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+
+    argv = umd_argv(gt, pred, out, "--executor", "local", "--no-cache", "--set", "bootstrap.n_resamples=50")
+    cmd = [sys.executable, "-m", "trackeval.cli", *argv]
+    proc = subprocess.run(cmd, preexec_fn=limit, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert "cannot write the outputs" in proc.stderr
+    assert list(out.iterdir()) == [], "partial or temporary files left behind"
