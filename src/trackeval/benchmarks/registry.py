@@ -14,7 +14,7 @@ from trackeval.config import EvalConfig
 from trackeval.results import BenchmarkResult
 
 #: Adapter modules under ``trackeval.benchmarks`` that register themselves when imported.
-_MODULES: tuple[str, ...] = ("umd", "mir3d", "xray")
+_MODULES: tuple[str, ...] = ("umd", "mir3d", "imis", "xray")
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from trackeval.config.base import BootstrapConfig, EngineConfig, Section
 from trackeval.config.gate import PRIMARY_METRICS, GateConfig, TrackingConfig
+from trackeval.config.imis import IMISConfig
 from trackeval.config.mir3d import Mir3dConfig
 from trackeval.config.umd import UMD_ORGANS, UMDConfig
 from trackeval.config.xray import XRayConfig
@@ -30,6 +31,7 @@ __all__ = [
     "BootstrapConfig",
     "EngineConfig",
     "EvalConfig",
+    "IMISConfig",
     "Mir3dConfig",
     "UMDConfig",
     "XRayConfig",
@@ -46,6 +48,7 @@ class EvalConfig(Section):
     tracking: TrackingConfig = TrackingConfig()
     gate: GateConfig = GateConfig()
     mir3d: Mir3dConfig = Mir3dConfig()
+    imis: IMISConfig = IMISConfig()
     xray: XRayConfig = XRayConfig()
 
     def digest(self) -> str:

@@ -1,0 +1,349 @@
+"""IMIS-Bench: interactive segmentation driven through the click protocol (live) or verified from logs (offline).
+
+Live: ``--model MODULE:FACTORY`` (or an MLflow model URI) is driven through ``imis.max_turns`` turns per image x
+target x initial prompt type. Offline: ``--predictions LOG.jsonl`` (see :mod:`trackeval.interactive.logs`) is
+verified turn by turn against the protocol, then scored the same way. An image without any log line gets
+status ``missing_prediction`` and the worst values (Dice 0 at every turn, NoC = max_turns + 1).
+
+Per image x target (records, ``cases.parquet``): ``dice_<prompt>_<turn>``, ``noc_<t>``, ``dice_auc``.
+Aggregates, image level (the original: targets averaged within an image, then over images) as ``imis/...``
+and mask level (mean over all masks) as ``imis/mask_level/...``:
+
+* ``dice/by_prompt/<point|box|text>``: Dice after turn 1 of each initial prompt type;
+* ``dice/by_click/<n>``, ``noc_<85|90>``, ``dice_auc``: from the point sequences (click n = turn n);
+* breakdowns ``/by_target/<t>`` (image level only: one mask per target and image, so both levels agree),
+  ``/by_modality/<m>``, ``/by_region/<r>``.
+
+CIs: case-level (image) percentile bootstrap; at mask level the ratio (sum of Dice / number of masks) is
+recomputed on each resample of images, with the same resamples as the image level.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import logging
+import math
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from trackeval import __version__
+from trackeval.benchmarks.registry import BenchmarkSpec, register
+from trackeval.config import EvalConfig
+from trackeval.config.imis import IMISConfig
+from trackeval.engine.executors import map_cases
+from trackeval.errors import InputError
+from trackeval.interactive.logs import InteractionLog, masks_digest, read_log, verify_case
+from trackeval.interactive.loop import interact_case, load_model, sequence_metrics
+from trackeval.interactive.protocol import noc_key, supported_prompts
+from trackeval.io.imis import IMISCase, load_cases, read_case
+from trackeval.results import BenchmarkResult, CaseRecord, DataInfo, MetricSummary, metric_key
+from trackeval.stats.bootstrap import bootstrap_means, group_seed, nanmean_cols, percentiles, weight_blocks
+
+log = logging.getLogger(__name__)
+
+NAME = "imis"
+
+
+@dataclass(frozen=True)
+class _LiveJob:
+    case: IMISCase
+    config: IMISConfig
+    model: str
+    model_kwargs: tuple[tuple[str, str], ...]
+    prompt_types: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class _LogJob:
+    case: IMISCase
+    config: IMISConfig
+    log: InteractionLog  # holding this case's lines only
+    prompt_types: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class _Scored:
+    record: CaseRecord
+    truth_digest: str
+    pred_digest: str
+
+
+def _record(case: IMISCase, metrics: dict[str, dict[str, float]], missing: bool = False) -> CaseRecord:
+    return CaseRecord(
+        case_id=case.case_id,
+        subject_id=case.case_id,
+        groups={"modality": case.modality, "region": case.region},
+        metrics=metrics,
+        status="missing_prediction" if missing else "ok",
+        message="no interaction logged for this image; scored as the worst (Dice 0)" if missing else "",
+    )
+
+
+def score_live(job: _LiveJob) -> _Scored:
+    """Run every sequence of one image through the model and score it (runs in a worker)."""
+    loaded = read_case(job.case, job.config)
+    model = load_model(job.model, job.model_kwargs)
+    seqs = interact_case(model, job.case.case_id, loaded.image, loaded.masks, job.prompt_types, job.config)
+    masks = {t: {p: [turn.mask for turn in turns] for p, turns in by_p.items()} for t, by_p in seqs.items()}
+    metrics = {t: sequence_metrics(loaded.masks[t], masks[t], job.config) for t in masks}
+    return _Scored(_record(job.case, metrics), loaded.digest, masks_digest(masks))
+
+
+def score_logged(job: _LogJob) -> _Scored:
+    """Verify one image's logged sequences against the protocol and score them (runs in a worker)."""
+    loaded = read_case(job.case, job.config)
+    cfg = job.config
+    if job.case.case_id not in job.log.by_case:
+        metrics = {
+            t: sequence_metrics(m, {p: [np.zeros_like(m)] * cfg.max_turns for p in job.prompt_types}, cfg)
+            for t, m in sorted(loaded.masks.items())
+        }
+        return _Scored(_record(job.case, metrics, missing=True), loaded.digest, "missing")
+    masks, digest = verify_case(job.log, job.case.case_id, loaded.masks, cfg, job.prompt_types)
+    metrics = {t: sequence_metrics(loaded.masks[t], masks[t], cfg) for t in masks}
+    return _Scored(_record(job.case, metrics), loaded.digest, digest)
+
+
+def metric_columns(cfg: IMISConfig, prompt_types: tuple[str, ...]) -> list[tuple[tuple[str, ...], str]]:
+    """``(key tokens after the prefix, per-record metric name)`` of every aggregated metric."""
+    cols = [(("dice", "by_prompt", p), f"dice_{p}_1") for p in prompt_types]
+    if "point" in prompt_types:
+        cols += [(("dice", "by_click", str(n)), f"dice_point_{n}") for n in range(1, cfg.max_turns + 1)]
+        cols += [((noc_key(t),), noc_key(t)) for t in cfg.noc_thresholds]
+        cols.append((("dice_auc",), "dice_auc"))
+    return cols
+
+
+def _ratio_ci(
+    sums: np.ndarray, counts: np.ndarray, cfg: EvalConfig, seed: tuple[int, int]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Mask-level means ``sum(sums) / sum(counts)`` per column with a percentile CI over image resamples.
+
+    The resamples are :func:`weight_blocks` of the same seed as the image level, so both levels share them.
+    """
+    b = cfg.bootstrap
+    blocks = [nanmean_cols(w @ sums, w @ counts) for w in weight_blocks(sums.shape[0], b.n_resamples, seed)]
+    low, high = percentiles(np.concatenate(blocks, axis=0), b.confidence)
+    return nanmean_cols(sums.sum(axis=0), counts.sum(axis=0)), low, high
+
+
+def _summaries(
+    prefix: str,
+    suffix: tuple[str, ...],
+    cols: list[tuple[tuple[str, ...], str]],
+    per_image: list[np.ndarray],
+    cfg: EvalConfig,
+    mask_level: bool,
+) -> dict[str, MetricSummary]:
+    """Summaries of every column over the images in ``per_image`` (each a ``(masks, k)`` array)."""
+    seed = group_seed(cfg.bootstrap.seed, "/".join(suffix))
+    k = len(cols)
+    out = {}
+    if mask_level:
+        sums = np.array([np.nansum(v, axis=0) for v in per_image]).reshape(-1, k)
+        counts = np.array([(~np.isnan(v)).sum(axis=0) for v in per_image], dtype=float).reshape(-1, k)
+        value, low, high = _ratio_ci(sums, counts, cfg, seed)
+        n, n_valid = int(sum(len(v) for v in per_image)), counts.sum(axis=0)
+    else:
+        with warnings.catch_warnings():  # an image whose targets are all NaN for a column: NaN, excluded
+            warnings.simplefilter("ignore", RuntimeWarning)
+            means = np.array([np.nanmean(v, axis=0) for v in per_image]).reshape(-1, k)
+        ci = bootstrap_means(means, cfg.bootstrap.n_resamples, seed, cfg.bootstrap.confidence)
+        value, low, high, n, n_valid = ci.value, ci.low, ci.high, len(per_image), ci.n_valid
+    for j, (tokens, _) in enumerate(cols):
+        out[metric_key(prefix, *tokens, *suffix)] = MetricSummary(
+            value=float(value[j]),
+            ci95_low=float(low[j]),
+            ci95_high=float(high[j]),
+            n=n,
+            n_valid=int(n_valid[j]),
+        )
+    return out
+
+
+def aggregate(records: list[CaseRecord], cfg: EvalConfig, prompt_types: tuple[str, ...]) -> dict[str, MetricSummary]:
+    """Every IMIS aggregate key (see the module docstring)."""
+    cols = metric_columns(cfg.imis, prompt_types)
+    names = [name for _, name in cols]
+
+    def rows(r: CaseRecord, target: str | None = None) -> np.ndarray:
+        items = [m for t, m in sorted(r.metrics.items()) if target is None or t == target]
+        vals = [[math.nan if m.get(c) is None else m[c] for c in names] for m in items]
+        return np.array(vals, dtype=float).reshape(len(items), len(names))
+
+    usable = [r for r in records if r.metrics]
+    out: dict[str, MetricSummary] = {}
+    for level, prefix in ((False, NAME), (True, metric_key(NAME, "mask_level"))):
+        out.update(_summaries(prefix, (), cols, [rows(r) for r in usable], cfg, level))
+        for dim in ("modality", "region"):
+            for value in sorted({r.groups[dim] for r in usable}):
+                subset = [rows(r) for r in usable if r.groups[dim] == value]
+                out.update(_summaries(prefix, (f"by_{dim}", value), cols, subset, cfg, level))
+    for target in sorted({t for r in usable for t in r.metrics}):
+        subset = [rows(r, target) for r in usable if target in r.metrics]
+        out.update(_summaries(NAME, ("by_target", target), cols, subset, cfg, False))
+    return out
+
+
+def _digest(lines: list[str]) -> str:
+    return hashlib.sha256("\n".join(lines).encode()).hexdigest()
+
+
+def evaluate(
+    gt_dir: Path,
+    cfg: EvalConfig,
+    *,
+    model: str | None = None,
+    model_kwargs: dict[str, str] | None = None,
+    log_path: Path | None = None,
+    model_info: dict[str, str] | None = None,
+) -> BenchmarkResult:
+    """Run IMIS live (``model``) or offline (``log_path``) and return the results object (no files written)."""
+    if (model is None) == (log_path is None):
+        raise InputError("give exactly one of --model (live) or --predictions LOG.jsonl (offline)")
+    icfg = cfg.imis
+    cases, index_digest = load_cases(gt_dir, icfg)
+    notes: list[str] = []
+    info = dict(model_info or {})
+    if model is not None:
+        kwargs = tuple(sorted((model_kwargs or {}).items()))
+        supported = supported_prompts(load_model(model, kwargs))
+        prompt_types = tuple(p for p in icfg.prompt_types if p in supported)
+        skipped = [p for p in icfg.prompt_types if p not in supported]
+        if skipped:
+            notes.append(f"model does not support prompt type(s) {skipped}: not run")
+        info["interactive_model"] = model
+        jobs: list = [_LiveJob(c, icfg, model, kwargs, prompt_types) for c in cases]
+        fn = score_live
+    else:
+        assert log_path is not None
+        ilog = read_log(log_path)
+        prompt_types = tuple(p for p in icfg.prompt_types if p in ilog.prompt_types)
+        absent = [p for p in icfg.prompt_types if p not in ilog.prompt_types]
+        if absent:
+            notes.append(f"prompt type(s) {absent} not in the log: not scored")
+        known = {c.case_id for c in cases}
+        unknown = sorted(set(ilog.by_case) - known)
+        if unknown:
+            raise InputError(
+                f"the log has {len(unknown)} image(s) not in the ground truth's {icfg.split!r} list, e.g. "
+                f"{unknown[0]!r}",
+                file=str(log_path),
+                case_id=unknown[0],
+                field="case_id",
+            )
+        if icfg.seed != ilog.seed:
+            notes.append(
+                f"the log was made with seed {ilog.seed} (imis.seed is {icfg.seed}); verified with {ilog.seed}"
+            )
+        info["interaction_log"] = ilog.digest
+        jobs = [
+            _LogJob(
+                c,
+                icfg,
+                InteractionLog(
+                    ilog.path,
+                    {k: v for k, v in ilog.by_case.items() if k == c.case_id},
+                    ilog.prompt_types,
+                    ilog.seed,
+                    ilog.digest,
+                ),
+                prompt_types,
+            )
+            for c in cases
+        ]
+        fn = score_logged
+    if not prompt_types:
+        raise InputError("no prompt type left to evaluate (imis.prompt_types vs the model or log)")
+    for note in notes:
+        log.warning(note)
+    scored = map_cases(fn, jobs, cfg.engine, "IMIS images")
+    records = [s.record for s in scored]
+    gt_digest = _digest([f"index:{index_digest}"] + [f"{s.record.case_id}:{s.truth_digest}" for s in scored])
+    pred_digest = _digest([f"{s.record.case_id}:{s.pred_digest}" for s in scored])
+    config = cfg.model_dump(mode="json", include={"bootstrap", "imis"})
+    masks = [m for r in records for m in r.metrics.values()]
+    summary = {
+        "n_cases": len(records),
+        "n_targets": len(masks),
+        "n_missing_predictions": sum(r.status == "missing_prediction" for r in records),
+    }
+    if "point" in prompt_types:
+        for t in icfg.noc_thresholds:
+            key = noc_key(t)
+            summary[f"n_{key}_not_reached"] = sum(m[key] is not None and m[key] > icfg.max_turns for m in masks)
+    return BenchmarkResult(
+        benchmark=NAME,
+        model=info,
+        config=config,
+        config_digest=_digest([json.dumps(config, sort_keys=True)]),
+        trackeval_version=__version__,
+        data=DataInfo(
+            digest=_digest([gt_digest, pred_digest]),
+            ground_truth_digest=gt_digest,
+            predictions_digest=pred_digest,
+            n_cases=len(records),
+        ),
+        summary=summary,
+        warnings=notes,
+        cases=records,
+        aggregates=aggregate(records, cfg, prompt_types),
+        item_kind="target",
+    )
+
+
+def parse_model_args(items: list[str]) -> dict[str, str]:
+    """``["k=v", ...]`` -> ``{k: v}`` (factory keyword arguments); InputError on a malformed item."""
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.isidentifier():
+            raise InputError(f"--model-arg expects NAME=VALUE, got {item!r}", field="--model-arg")
+        out[key] = value
+    return out
+
+
+def _add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--ground-truth", type=Path, required=True, help="IMIS dataset folder (dataset.json) or NIfTI manifest folder"
+    )
+    mode = p.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--model", help="live mode: MODULE:FACTORY or an MLflow model URI (models:/name/1)")
+    mode.add_argument("--predictions", type=Path, help="offline mode: interaction log LOG.jsonl to verify and score")
+    p.add_argument(
+        "--model-arg", action="append", default=[], metavar="NAME=VALUE", help="factory keyword argument (repeatable)"
+    )
+
+
+def _run(args: argparse.Namespace, cfg: EvalConfig, model: dict[str, str]) -> BenchmarkResult:
+    return evaluate(
+        args.ground_truth,
+        cfg,
+        model=args.model,
+        model_kwargs=parse_model_args(args.model_arg),
+        log_path=args.predictions,
+        model_info=model,
+    )
+
+
+SPEC = register(
+    BenchmarkSpec(
+        name=NAME,
+        help="IMIS: interactive segmentation (click protocol, live model or verified logs), Dice/NoC",
+        add_arguments=_add_arguments,
+        run=_run,
+        summary_metrics=(
+            "dice/by_prompt/point",
+            "dice/by_prompt/box",
+            "dice/by_click/9",
+            "noc_85",
+            "noc_90",
+            "dice_auc",
+        ),
+    )
+)

@@ -1,0 +1,1 @@
+"""IMIS interactive segmentation: prompts, click simulation, the model protocol, the loop and logs."""

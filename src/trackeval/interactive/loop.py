@@ -1,0 +1,184 @@
+"""The interaction loop: prompts derived turn by turn from truth + the previous mask, the model called, scored.
+
+:class:`PromptSchedule` is the single source of the protocol's prompts: the live loop (:func:`run_sequence`)
+and the offline log verifier (:mod:`trackeval.interactive.logs`) both ask it for turn ``t``'s prompt given the
+mask of turn ``t - 1``, so a log is accepted exactly when its clicks are the ones the live loop would send.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import zlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from trackeval.config.imis import IMISConfig
+from trackeval.interactive.clicks import bounding_box, error_click, first_click
+from trackeval.interactive.protocol import (
+    PROMPT_TYPES,
+    Click,
+    InteractiveModel,
+    ModelError,
+    Prompts,
+    Request,
+    noc_key,
+    text_prompt,
+    to_mask,
+)
+from trackeval.metrics.interactive import binary_dice, dice_auc, number_of_clicks
+
+
+def turn_rng(seed: int, case_id: str, target: str, prompt_type: str, turn: int) -> np.random.Generator:
+    """The generator of one turn: ``default_rng([seed, crc32(case_id), crc32(target), prompt index, turn])``."""
+    entropy = [seed, zlib.crc32(case_id.encode()), zlib.crc32(target.encode()), PROMPT_TYPES.index(prompt_type), turn]
+    return np.random.default_rng(entropy)
+
+
+class PromptSchedule:
+    """The prompts of one sequence (case x target x initial prompt type), derived turn by turn.
+
+    Args:
+        truth: the target mask (bool, non-empty).
+        case_id, target: identify the sequence (they seed its generators).
+        prompt_type: ``point``, ``box`` or ``text`` (turn 1); later turns are clicks.
+        cfg: the protocol switches.
+        seed: the base seed (``cfg.seed`` live; the logged seed when verifying a log).
+    """
+
+    def __init__(
+        self, truth: np.ndarray, case_id: str, target: str, prompt_type: str, cfg: IMISConfig, seed: int
+    ) -> None:
+        self.truth, self.case_id, self.target, self.prompt_type = truth, case_id, target, prompt_type
+        self.cfg, self.seed = cfg, seed
+        self._clicks: list[Click] = []
+        self._initial = Prompts()
+
+    def prompts(self, turn: int, previous_mask: np.ndarray | None) -> Prompts:
+        """Turn ``turn``'s prompts; ``previous_mask`` is the binarised output of turn ``turn - 1`` (None at 1).
+
+        Must be called for turns 1, 2, ... in order (accumulation remembers earlier clicks).
+        """
+        rng = turn_rng(self.seed, self.case_id, self.target, self.prompt_type, turn)
+        if turn == 1:
+            if self.prompt_type == "point":
+                click = first_click(self.truth, rng, self.cfg.first_click_fraction)
+                self._clicks = [click]
+                self._initial = Prompts(clicks=(click,))
+            elif self.prompt_type == "box":
+                self._initial = Prompts(box=bounding_box(self.truth, rng, self.cfg.box_jitter_px))
+            else:
+                self._initial = Prompts(text=text_prompt(self.target))
+            return self._initial
+        if previous_mask is None:
+            raise ValueError("turns after the first need the previous mask")
+        click = error_click(previous_mask, self.truth, rng, self.cfg.click_mode)
+        if click is not None:
+            self._clicks.append(click)
+        if self.cfg.accumulate_prompts:
+            return Prompts(clicks=tuple(self._clicks), box=self._initial.box, text=self._initial.text)
+        return Prompts(clicks=() if click is None else (click,))
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One answered turn: the prompts sent and the binarised model output."""
+
+    turn: int
+    prompts: Prompts
+    mask: np.ndarray
+
+
+def run_sequence(
+    model: InteractiveModel,
+    image: np.ndarray,
+    truth: np.ndarray,
+    case_id: str,
+    target: str,
+    prompt_type: str,
+    cfg: IMISConfig,
+) -> list[Turn]:
+    """Drive ``model`` through ``cfg.max_turns`` turns of one sequence (raises :class:`ModelError`)."""
+    schedule = PromptSchedule(truth, case_id, target, prompt_type, cfg, cfg.seed)
+    previous_raw: np.ndarray | None = None
+    mask: np.ndarray | None = None
+    turns = []
+    for t in range(1, cfg.max_turns + 1):
+        prompts = schedule.prompts(t, mask)
+        request = Request(image, prompts, previous_raw, target, t, truth.shape)
+        try:
+            raw = model.predict(request)
+        except Exception as exc:
+            raise ModelError(
+                f"model failed on case {case_id}, target {target}, prompt {prompt_type}, turn {t}: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
+        mask = to_mask(raw, truth.shape, where=f"case {case_id}, target {target}, prompt {prompt_type}, turn {t}")
+        previous_raw = raw
+        turns.append(Turn(t, prompts, mask))
+    return turns
+
+
+def sequence_metrics(truth: np.ndarray, masks: Mapping[str, list[np.ndarray]], cfg: IMISConfig) -> dict[str, float]:
+    """Per-target metrics from the turn masks of each prompt type.
+
+    Keys: ``dice_<prompt>_<turn>`` for every prompt type and turn; from the ``point`` sequence (the click
+    curve) ``noc_<t>`` per threshold and ``dice_auc``; NaN when no point sequence was run.
+    """
+    out: dict[str, float] = {}
+    for prompt_type, seq in masks.items():
+        curve = np.array([binary_dice(m, truth, cfg.dice_empty_rule) for m in seq])
+        out.update({f"dice_{prompt_type}_{t}": float(d) for t, d in enumerate(curve, start=1)})
+        if prompt_type == "point":
+            for thr in cfg.noc_thresholds:
+                out[noc_key(thr)] = number_of_clicks(curve, thr)
+            out["dice_auc"] = dice_auc(curve)
+    if "point" not in masks:
+        out.update({noc_key(thr): float("nan") for thr in cfg.noc_thresholds}, dice_auc=float("nan"))
+    return out
+
+
+@functools.cache
+def load_model(spec: str, kwargs: tuple[tuple[str, str], ...] = ()) -> InteractiveModel:
+    """Build the model named by ``spec`` once per process.
+
+    ``spec`` is ``MODULE:FACTORY`` (``FACTORY(**kwargs)`` returns the model; string keyword arguments) or an
+    MLflow model URI (``models:/name/1``, ``runs:/id/path``, or a local model folder prefixed ``mlflow:``)
+    whose pyfunc wraps a python model implementing the protocol (``unwrap_python_model()``).
+    """
+    if spec.startswith(("models:/", "runs:/", "mlflow:")):
+        import mlflow.pyfunc
+
+        try:
+            model = mlflow.pyfunc.load_model(spec.removeprefix("mlflow:")).unwrap_python_model()
+        except Exception as exc:
+            raise ModelError(f"cannot load MLflow model {spec!r}: {exc}") from exc
+    else:
+        module_name, sep, factory_name = spec.partition(":")
+        if not sep or not module_name or not factory_name:
+            raise ModelError(f"--model expects MODULE:FACTORY or an MLflow model URI, got {spec!r}")
+        try:
+            factory = getattr(importlib.import_module(module_name), factory_name)
+            model = factory(**dict(kwargs))
+        except Exception as exc:
+            raise ModelError(f"cannot build model {spec!r}: {type(exc).__name__}: {exc}") from exc
+    if not isinstance(model, InteractiveModel):
+        raise ModelError(f"model {spec!r} has no predict(request) method (see trackeval.interactive.protocol)")
+    return model
+
+
+def interact_case(
+    model: InteractiveModel,
+    case_id: str,
+    image: np.ndarray,
+    masks: Mapping[str, np.ndarray],
+    prompt_types: tuple[str, ...],
+    cfg: IMISConfig,
+) -> dict[str, dict[str, list[Turn]]]:
+    """Every sequence of one image: ``{target: {prompt type: turns}}`` (targets in sorted order)."""
+    return {
+        target: {p: run_sequence(model, image, masks[target], case_id, target, p, cfg) for p in prompt_types}
+        for target in sorted(masks)
+    }

@@ -1,0 +1,143 @@
+"""The interactive-model protocol: typed prompts in, a mask or logits out, one call per turn.
+
+A model is any object with a ``predict(request) -> array`` method (structural typing, no base class needed)
+and, optionally, a ``supported_prompts`` attribute (default: all of ``point``, ``box``, ``text``); prompt types
+it does not support are skipped with a warning. Minimal example::
+
+    class Threshold:
+        supported_prompts = ("point", "box")
+
+        def predict(self, request: Request) -> np.ndarray:
+            gray = request.image.mean(axis=-1) if request.image.ndim == 3 else request.image
+            return gray > 100          # bool mask on the image grid
+
+Coordinates are array indices at the original resolution: ``(row, col)`` for 2D, ``(z, row, col)`` or the
+array's own axis order for 3D. The model returns a mask or logits at that resolution: ``bool``/integer arrays
+are masks (non-zero = foreground); floating arrays are logits (foreground where ``> 0``, i.e. sigmoid > 0.5).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from trackeval.errors import TrackevalError
+
+PROMPT_TYPES: tuple[str, ...] = ("point", "box", "text")
+
+
+class ModelError(TrackevalError):
+    """The interactive model misbehaved (wrong output shape or type, or it could not be loaded)."""
+
+
+@dataclass(frozen=True)
+class Click:
+    """One click. ``label`` 1 = positive (add this pixel), 0 = negative (remove it)."""
+
+    coords: tuple[int, ...]
+    label: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"coords": list(self.coords), "label": self.label}
+
+
+@dataclass(frozen=True)
+class Box:
+    """An axis-aligned box with inclusive corners ``lo`` and ``hi`` (array indices, one per axis)."""
+
+    lo: tuple[int, ...]
+    hi: tuple[int, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"lo": list(self.lo), "hi": list(self.hi)}
+
+
+@dataclass(frozen=True)
+class Prompts:
+    """What the model receives at one turn.
+
+    ``clicks`` is empty on a box/text first turn and on a turn whose previous mask had no error left (the
+    original then sends a "not a point" placeholder; here the model is still called, with no click).
+    """
+
+    clicks: tuple[Click, ...] = ()
+    box: Box | None = None
+    text: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON form written to and compared in interaction logs."""
+        return {
+            "clicks": [c.to_json() for c in self.clicks],
+            "box": None if self.box is None else self.box.to_json(),
+            "text": self.text,
+        }
+
+
+@dataclass(frozen=True)
+class Request:
+    """One turn of one interaction sequence.
+
+    Attributes:
+        image: the image at original resolution (2D RGB ``(H, W, 3)`` uint8, or a 2D/3D intensity array).
+        prompts: the prompts of this turn (see :class:`Prompts`).
+        previous: what the model itself returned at the previous turn (mask or logits), ``None`` at turn 1.
+        target: the target name (e.g. ``liver``); the text prompt already contains it.
+        turn: 1-based turn number.
+        spatial_shape: the shape the output must have (the label grid).
+    """
+
+    image: np.ndarray
+    prompts: Prompts
+    previous: np.ndarray | None
+    target: str
+    turn: int
+    spatial_shape: tuple[int, ...] = field(default=())
+
+
+@runtime_checkable
+class InteractiveModel(Protocol):
+    """Anything with ``predict(request) -> mask or logits`` (see the module docstring)."""
+
+    def predict(self, request: Request) -> np.ndarray: ...
+
+
+def supported_prompts(model: object) -> tuple[str, ...]:
+    """The prompt types a model declares (``supported_prompts``), all of them when it declares none."""
+    declared = getattr(model, "supported_prompts", PROMPT_TYPES)
+    return tuple(p for p in PROMPT_TYPES if p in declared)
+
+
+def text_prompt(target: str) -> str:
+    """The original text template: ``"A segmentation area of a {name}."`` with ``_``/``-`` as spaces."""
+    return f"A segmentation area of a {target.lower().replace('_', ' ').replace('-', ' ')}."
+
+
+def to_mask(output: object, shape: tuple[int, ...], *, where: str) -> np.ndarray:
+    """A model output as a bool mask of ``shape``: masks as is (non-zero), logits thresholded at 0.
+
+    Raises :class:`ModelError` (naming ``where``) for a non-array, a wrong shape or NaN logits.
+    """
+    if hasattr(output, "detach"):  # a torch tensor
+        output = output.detach().cpu().numpy()
+    if not isinstance(output, np.ndarray):
+        raise ModelError(f"model returned {type(output).__name__}, expected a numpy array ({where})")
+    arr = np.squeeze(output) if output.shape != shape else output
+    if arr.shape != shape:
+        raise ModelError(f"model output has shape {output.shape}, expected {shape} ({where})")
+    if arr.dtype == np.bool_:
+        return arr
+    if np.issubdtype(arr.dtype, np.floating):
+        if np.isnan(arr).any():
+            raise ModelError(f"model output holds NaN logits ({where})")
+        return arr > 0
+    if np.issubdtype(arr.dtype, np.integer):
+        return arr != 0
+    raise ModelError(f"model output has dtype {arr.dtype} ({where})")
+
+
+def noc_key(threshold: float) -> str:
+    """``0.85 -> "noc_85"`` (the metric name of a NoC threshold)."""
+    return f"noc_{math.floor(100 * threshold + 0.5)}"

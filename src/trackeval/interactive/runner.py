@@ -1,0 +1,68 @@
+"""Reference runner: drive any protocol model through the IMIS protocol and write an interaction log.
+
+``python -m trackeval.interactive.runner --ground-truth DIR --model MODULE:FACTORY [--model-arg K=V]
+--out LOG_DIR [--config params.yaml] [--set imis.seed=7]`` writes ``LOG_DIR/log.jsonl`` and the turn masks under
+``LOG_DIR/masks/<case>/<target>/<prompt>_<turn>.png`` (``.npz`` for 3D). ``trackeval evaluate imis --predictions
+LOG_DIR/log.jsonl`` then verifies every click against the protocol and scores the log. Exit code 2 with a
+one-line reason on bad input, as the CLI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from trackeval.benchmarks.imis import parse_model_args
+from trackeval.config import load_config
+from trackeval.config.imis import IMISConfig
+from trackeval.errors import InputError, TrackevalError
+from trackeval.interactive.logs import log_lines
+from trackeval.interactive.loop import interact_case, load_model
+from trackeval.interactive.protocol import supported_prompts
+from trackeval.io.atomic import atomic_path
+from trackeval.io.imis import load_cases, read_case
+
+LOG_NAME = "log.jsonl"
+
+
+def write_log(
+    gt_dir: Path, model_spec: str, out_dir: Path, cfg: IMISConfig, model_kwargs: dict[str, str] | None = None
+) -> Path:
+    """Run every sequence of every image in ``gt_dir`` and write ``out_dir/log.jsonl`` (atomically) + masks."""
+    model = load_model(model_spec, tuple(sorted((model_kwargs or {}).items())))
+    prompt_types = tuple(p for p in cfg.prompt_types if p in supported_prompts(model))
+    if not prompt_types:
+        raise InputError(f"the model supports none of imis.prompt_types {list(cfg.prompt_types)}")
+    cases, _ = load_cases(gt_dir, cfg)
+    path = out_dir / LOG_NAME
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
+        for case in cases:
+            loaded = read_case(case, cfg)
+            seqs = interact_case(model, case.case_id, loaded.image, loaded.masks, prompt_types, cfg)
+            for line in log_lines(case.case_id, seqs, cfg.seed, out_dir / "masks", out_dir):
+                f.write(line + "\n")
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m trackeval.interactive.runner", description=__doc__.splitlines()[0])
+    parser.add_argument("--ground-truth", type=Path, required=True)
+    parser.add_argument("--model", required=True, help="MODULE:FACTORY or an MLflow model URI")
+    parser.add_argument("--model-arg", action="append", default=[], metavar="NAME=VALUE")
+    parser.add_argument("--out", type=Path, required=True, help="folder for log.jsonl and masks/")
+    parser.add_argument("--config", type=Path)
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    args = parser.parse_args(argv)
+    try:
+        cfg = load_config(args.config, args.overrides).imis
+        path = write_log(args.ground_truth, args.model, args.out, cfg, parse_model_args(args.model_arg))
+    except TrackevalError as exc:
+        print(f"trackeval: error: {exc}", file=sys.stderr)
+        return 2
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,253 @@
+"""IMIS inputs: the IMIS-Bench layout (dataset.json, RGB PNG, sparse CSR .npz labels) or NIfTI pairs + manifest.
+
+IMIS-Bench layout (``GT_DIR/dataset.json``)::
+
+    {"name": "BTCV", "modality": {"0": "ct"}, "labels": {"0": "background", "1": "spleen", ...},
+     "region": "abdomen",                                        # optional (trackeval extension)
+     "test": [{"image": "image/ABD_001_100.png",
+               "label": "label/x___ABD_001_100.(13, 512, 512, 1).npz",
+               "region": "abdomen", "modality": "ct"}, ...],      # per-item region/modality optional
+     "training": [...]}
+
+The label file is a ``scipy.sparse`` CSR matrix of shape ``(C, H*W)`` with 0/1 values; its dense shape
+``(C, H, W, 1)`` is the second-to-last dot-separated part of the file name; channel ``i`` is the target
+``labels[str(i + 1)]`` (background removed). The image must have the label's ``H x W``; grey or RGBA PNGs are
+converted to RGB. The case id is the image file name without ``.png``.
+
+NIfTI mode (``GT_DIR/manifest.csv``, columns ``case_id,image,label,modality,region``): 2D or 3D image and
+integer label map pairs on one grid (paths relative to ``GT_DIR``); targets are ``imis.labels`` (name -> id;
+other ids ignored) or, when empty, every id present, named ``label_<id>``.
+
+Only non-empty targets are evaluated (as the original). Every error names the file (and case and field).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import nibabel as nib
+import numpy as np
+import scipy.sparse
+from PIL import Image, UnidentifiedImageError
+
+from trackeval.config.imis import IMISConfig
+from trackeval.errors import InputError
+from trackeval.io.nifti import LabelVolume, check_same_grid, read_bytes_digest, read_label_map
+from trackeval.io.paths import check_case_id, resolve_inside
+from trackeval.io.tables import read_csv_rows
+
+DATASET_JSON = "dataset.json"
+MANIFEST = "manifest.csv"
+_SHAPE_IN_NAME = re.compile(r"\.\(\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*,\s*1\s*\)\.npz$")
+_NOT_TOKEN = re.compile(r"[^a-z0-9]+")
+
+
+@dataclass(frozen=True)
+class IMISCase:
+    """One image to evaluate. ``targets``: target name -> channel index + 1 (IMIS) or label id (NIfTI)."""
+
+    case_id: str
+    image_path: Path
+    label_path: Path
+    modality: str
+    region: str
+    targets: dict[str, int]
+    layout: str  # "imis" or "nifti"
+
+
+@dataclass(frozen=True)
+class LoadedCase:
+    """An image with its non-empty target masks (bool, on the label grid) and the sha256 of both files."""
+
+    image: np.ndarray
+    masks: dict[str, np.ndarray]
+    digest: str
+
+
+def key_token(name: str, fallback: str) -> str:
+    """A label or group name as a metric-key token: lowercase, runs of other characters -> ``_``."""
+    token = _NOT_TOKEN.sub("_", str(name).lower()).strip("_")
+    return token or fallback
+
+
+def load_cases(root: Path, cfg: IMISConfig) -> tuple[list[IMISCase], str]:
+    """Validate ``root`` (IMIS layout if it holds dataset.json, else NIfTI manifest); cases + index sha256."""
+    if not root.is_dir():
+        raise InputError("ground-truth folder not found", file=str(root))
+    if (root / DATASET_JSON).is_file():
+        return _imis_cases(root, cfg)
+    if (root / MANIFEST).is_file():
+        return _nifti_cases(root, cfg)
+    raise InputError(f"neither {DATASET_JSON} (IMIS layout) nor {MANIFEST} (NIfTI pairs) found", file=str(root))
+
+
+def _imis_cases(root: Path, cfg: IMISConfig) -> tuple[list[IMISCase], str]:
+    path = root / DATASET_JSON
+    raw = path.read_bytes()
+    try:
+        meta = json.loads(raw.decode("utf-8-sig"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"not valid JSON: {exc}", file=str(path)) from exc
+    if not isinstance(meta, dict):
+        raise InputError("top level must be an object", file=str(path))
+    labels = meta.get("labels")
+    if not isinstance(labels, dict) or not labels:
+        raise InputError("missing or empty 'labels' object", file=str(path), field="labels")
+    targets: dict[str, int] = {}
+    for key, name in labels.items():
+        if not str(key).isdigit():
+            raise InputError(f"label key {key!r} is not an integer", file=str(path), field="labels")
+        if int(key) == 0:
+            continue
+        token = key_token(name, f"label_{key}")
+        if token in targets:
+            raise InputError(f"two labels are both named {token!r}", file=str(path), field="labels")
+        targets[token] = int(key)
+    modality = meta.get("modality", {})
+    default_modality = key_token(modality.get("0", "unknown") if isinstance(modality, dict) else modality, "unknown")
+    default_region = key_token(meta.get("region", "unknown"), "unknown")
+    items = meta.get(cfg.split)
+    if not isinstance(items, list) or not items:
+        raise InputError(f"missing or empty {cfg.split!r} list (imis.split)", file=str(path), field=cfg.split)
+    cases, seen = [], set()
+    for n, item in enumerate(items):
+        where = f"{cfg.split}[{n}]"
+        if (
+            not isinstance(item, dict)
+            or not isinstance(item.get("image"), str)
+            or not isinstance(item.get("label"), str)
+        ):
+            raise InputError("each item needs 'image' and 'label' paths", file=str(path), field=where)
+        case_id = check_case_id(Path(item["image"]).name.removesuffix(".png"), file=str(path), field=f"{where}.image")
+        if case_id in seen:
+            raise InputError(f"duplicate image in {where}", file=str(path), case_id=case_id, field=where)
+        seen.add(case_id)
+        image = resolve_inside(root, item["image"], case_id=case_id)
+        label = resolve_inside(root, item["label"], case_id=case_id)
+        for p in (image, label):
+            if not p.is_file():
+                raise InputError("file listed in dataset.json not found", file=str(p), case_id=case_id)
+        cases.append(
+            IMISCase(
+                case_id,
+                image,
+                label,
+                key_token(item.get("modality", default_modality), "unknown"),
+                key_token(item.get("region", default_region), "unknown"),
+                targets,
+                "imis",
+            )
+        )
+    return cases, hashlib.sha256(raw).hexdigest()
+
+
+def _nifti_cases(root: Path, cfg: IMISConfig) -> tuple[list[IMISCase], str]:
+    manifest = root / MANIFEST
+    rows = read_csv_rows(manifest, required=("case_id", "image", "label", "modality", "region"))
+    cases, seen = [], set()
+    for line, row in enumerate(rows, start=2):
+        case_id = check_case_id(row["case_id"], file=str(manifest))
+        if case_id in seen:
+            raise InputError(f"duplicate case id on line {line}", file=str(manifest), case_id=case_id, field="case_id")
+        seen.add(case_id)
+        paths = []
+        for col in ("image", "label"):
+            p = resolve_inside(root, row[col], case_id=case_id)
+            if not row[col] or not p.is_file():
+                raise InputError(f"{col} file not found", file=str(p), case_id=case_id, field=col)
+            paths.append(p)
+        cases.append(
+            IMISCase(
+                case_id,
+                paths[0],
+                paths[1],
+                key_token(row["modality"], "unknown"),
+                key_token(row["region"], "unknown"),
+                dict(cfg.labels),
+                "nifti",
+            )
+        )
+    return cases, hashlib.sha256(manifest.read_bytes()).hexdigest()
+
+
+def read_case(case: IMISCase, cfg: IMISConfig) -> LoadedCase:
+    """Read and validate one case's image and target masks (runs in a worker)."""
+    if case.layout == "imis":
+        image, image_digest = _read_png(case)
+        masks, label_digest = _read_sparse_label(case, image.shape[:2])
+    else:
+        image, masks, image_digest, label_digest = _read_nifti_pair(case, cfg)
+    digest = hashlib.sha256(f"{image_digest}:{label_digest}".encode()).hexdigest()
+    return LoadedCase(image, {t: m for t, m in masks.items() if m.any()}, digest)
+
+
+def _read_png(case: IMISCase) -> tuple[np.ndarray, str]:
+    where = {"file": str(case.image_path), "case_id": case.case_id}
+    raw, digest = read_bytes_digest(case.image_path, case_id=case.case_id)
+    try:
+        with Image.open(io.BytesIO(raw)) as img:
+            img.load()
+            rgb = np.asarray(img if img.mode == "RGB" else img.convert("RGB"))
+    except (UnidentifiedImageError, OSError, ValueError) as exc:
+        raise InputError(f"not a readable PNG image: {exc}", field="image", **where) from exc
+    return rgb, digest
+
+
+def parse_label_shape(path: Path, case_id: str | None = None) -> tuple[int, int, int]:
+    """``(C, H, W)`` from a label file name ending in ``.(C, H, W, 1).npz``; InputError otherwise."""
+    m = _SHAPE_IN_NAME.search(path.name)
+    if m is None:
+        raise InputError(
+            "label file name must end in '.(C, H, W, 1).npz' (the dense shape)", file=str(path), case_id=case_id
+        )
+    c, h, w = (int(g) for g in m.groups())
+    return c, h, w
+
+
+def _read_sparse_label(case: IMISCase, image_hw: tuple[int, int]) -> tuple[dict[str, np.ndarray], str]:
+    path = case.label_path
+    where = {"file": str(path), "case_id": case.case_id}
+    c, h, w = parse_label_shape(path, case.case_id)
+    _, digest = read_bytes_digest(path, case_id=case.case_id)
+    try:
+        matrix = scipy.sparse.load_npz(path)
+    except Exception as exc:  # zipfile, pickle and KeyError variants for damaged or foreign .npz files
+        raise InputError(f"not a scipy.sparse .npz matrix: {type(exc).__name__}: {exc}", **where) from exc
+    if matrix.shape != (c, h * w):
+        raise InputError(
+            f"sparse matrix has shape {matrix.shape}, the file name says {(c, h, w, 1)} -> {(c, h * w)}",
+            field="shape",
+            **where,
+        )
+    if c > len(case.targets):
+        raise InputError(f"{c} channels but only {len(case.targets)} labels in dataset.json", field="labels", **where)
+    if (h, w) != image_hw:
+        raise InputError(
+            f"label grid {(h, w)} differs from the image size {image_hw} ({case.image_path})", field="shape", **where
+        )
+    dense = matrix.toarray()
+    if not np.isin(dense, (0, 1)).all():
+        raise InputError("label values must be 0 or 1 (one-hot channels)", field="values", **where)
+    masks = dense.reshape(c, h, w).astype(bool)
+    return {name: masks[i - 1] for name, i in case.targets.items() if i <= c}, digest
+
+
+def _read_nifti_pair(case: IMISCase, cfg: IMISConfig) -> tuple[np.ndarray, dict[str, np.ndarray], str, str]:
+    label = read_label_map(case.label_path, case_id=case.case_id)
+    try:
+        img = nib.load(case.image_path)
+        data = np.asarray(img.dataobj, dtype=np.float32)
+        if data.ndim == label.array.ndim + 1 and data.shape[-1] == 1:
+            data = data[..., 0]
+    except Exception as exc:  # nibabel raises many types on damaged files
+        raise InputError(f"not a readable NIfTI image: {exc}", file=str(case.image_path), case_id=case.case_id) from exc
+    image = LabelVolume(data, np.asarray(img.affine, float), label.spacing, "", str(case.image_path))
+    check_same_grid(label, image, case_id=case.case_id, tolerance=cfg.geometry_tolerance)
+    targets = case.targets or {f"label_{int(v)}": int(v) for v in np.unique(label.array) if v != 0}
+    masks = {name: label.array == i for name, i in targets.items()}
+    return data, masks, read_bytes_digest(case.image_path, case_id=case.case_id)[1], label.digest

@@ -1,0 +1,56 @@
+"""Interactive-segmentation metrics: binary Dice with a declared empty rule, NoC and the Dice-vs-clicks AUC.
+
+Pure functions, arrays in and numbers out. Curves are the Dice after turn 1, 2, ..., T of one sequence.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from trackeval.metrics.overlap import confusion
+
+
+def binary_dice(pred: np.ndarray, truth: np.ndarray, empty_rule: str = "nan") -> float:
+    """Dice of two boolean masks of one shape (one confusion pass, :mod:`trackeval.metrics.overlap`).
+
+    Args:
+        pred: predicted mask (bool, or integer with non-zero = foreground).
+        truth: reference mask, same shape.
+        empty_rule: both masks empty -> ``nan`` (not applicable) or ``original_eps`` -> 0.0, the value of the
+            original ``2|P&G| / (|P|+|G|+1e-8)``. Otherwise the exact ratio (the epsilon changes it by less
+            than ``1e-8 / (|P|+|G|)``).
+
+    Returns:
+        Dice in [0, 1]; 0.0 when exactly one mask is empty.
+    """
+    if empty_rule not in ("nan", "original_eps"):
+        raise ValueError(f"unknown empty rule {empty_rule!r}")
+    c = confusion(np.asarray(pred, dtype=bool).view(np.uint8), np.asarray(truth, dtype=bool).view(np.uint8), [1])[1]
+    if c.tp + c.fp + c.fn == 0:
+        return 0.0 if empty_rule == "original_eps" else math.nan
+    return c.dice
+
+
+def number_of_clicks(curve: np.ndarray, threshold: float) -> float:
+    """NoC@threshold: the first turn (1-based) whose Dice is ``>= threshold``; ``len(curve) + 1`` if none.
+
+    NaN entries never reach the threshold. An empty curve gives 1.0 (max_turns + 1 with zero turns).
+    """
+    reached = np.flatnonzero(np.nan_to_num(np.asarray(curve, dtype=np.float64), nan=-1.0) >= threshold)
+    return float(reached[0] + 1) if len(reached) else float(len(curve) + 1)
+
+
+def dice_auc(curve: np.ndarray) -> float:
+    """Normalised area under the Dice-vs-clicks curve, in [0, 1].
+
+    Trapezoidal rule over clicks 1..T with unit spacing, divided by ``T - 1`` (so a constant curve ``d``
+    gives ``d``); one point gives that point, no points or any NaN give NaN.
+    """
+    d = np.asarray(curve, dtype=np.float64)
+    if len(d) == 0 or np.isnan(d).any():
+        return math.nan
+    if len(d) == 1:
+        return float(d[0])
+    return float(np.trapezoid(d) / (len(d) - 1))
