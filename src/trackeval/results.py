@@ -13,6 +13,7 @@ lowercase ``[a-z0-9_]`` tokens joined by ``/`` (MLflow rejects ``@``; use ``_at_
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
@@ -130,3 +131,48 @@ class BenchmarkResult(_Model):
         for name, count in sorted(self.summary.items()):
             flat[metric_key(self.benchmark, name)] = float(count)
         return flat
+
+
+def sha256_text(*parts: str) -> str:
+    """sha256 (hex) of the parts joined by newlines: digests of digests, canonical config JSON."""
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+def build_result(
+    benchmark: str,
+    *,
+    model: dict[str, str] | None,
+    config: dict[str, Any],
+    ground_truth_digest: str,
+    predictions_digest: str,
+    summary: dict[str, int],
+    warnings: list[str],
+    cases: list[CaseRecord],
+    aggregates: dict[str, MetricSummary],
+    item_kind: str,
+) -> BenchmarkResult:
+    """A :class:`BenchmarkResult` with the derived fields (config digest, data digest, version) filled in.
+
+    ``config`` holds the sections that determine the numbers (never the engine: results must not depend on
+    the executor).
+    """
+    from trackeval import __version__
+
+    return BenchmarkResult(
+        benchmark=benchmark,
+        model=model or {},
+        config=config,
+        config_digest=sha256_text(json.dumps(config, sort_keys=True)),
+        trackeval_version=__version__,
+        data=DataInfo(
+            digest=sha256_text(ground_truth_digest, predictions_digest),
+            ground_truth_digest=ground_truth_digest,
+            predictions_digest=predictions_digest,
+            n_cases=len(cases),
+        ),
+        summary=summary,
+        warnings=warnings,
+        cases=cases,
+        aggregates=aggregates,
+        item_kind=item_kind,
+    )

@@ -41,14 +41,13 @@ from pathlib import Path
 
 import numpy as np
 
-from trackeval import __version__
 from trackeval.benchmarks.registry import BenchmarkSpec, register
 from trackeval.config import EvalConfig, Mir3dConfig
 from trackeval.config.base import KEY_TOKEN
 from trackeval.errors import ConfigError, InputError
 from trackeval.io.tables import read_csv_rows
 from trackeval.metrics.ranking import average_precision, label_relevance, precision_at_10_original_quirk, precision_at_k
-from trackeval.results import BenchmarkResult, CaseRecord, DataInfo, MetricSummary, metric_key
+from trackeval.results import BenchmarkResult, CaseRecord, MetricSummary, build_result, metric_key
 from trackeval.stats.bootstrap import bootstrap_means, group_seed
 
 log = logging.getLogger(__name__)
@@ -449,18 +448,12 @@ def evaluate(gt_dir: Path, predictions: Path, cfg: EvalConfig, model: dict[str, 
     }
     summary.update({f"n_queries/by_region/{t.region}": len(t.queries) for t in truth.values()})
     summary.update({f"n_index/by_region/{t.region}": len(t.index) for t in truth.values()})
-    return BenchmarkResult(
-        benchmark=NAME,
-        model=model or {},
+    return build_result(
+        NAME,
+        model=model,
         config=config,
-        config_digest=_sha256(json.dumps(config, sort_keys=True)),
-        trackeval_version=__version__,
-        data=DataInfo(
-            digest=_sha256(f"{gt_digest}\n{pred_digest}"),
-            ground_truth_digest=gt_digest,
-            predictions_digest=pred_digest,
-            n_cases=len(records),
-        ),
+        ground_truth_digest=gt_digest,
+        predictions_digest=pred_digest,
         summary=summary,
         warnings=notes,
         cases=records,

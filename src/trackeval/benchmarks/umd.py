@@ -25,7 +25,6 @@ from pathlib import Path
 
 import numpy as np
 
-from trackeval import __version__
 from trackeval.audit.leakage import AuditFinding, audit_against_training
 from trackeval.benchmarks.registry import BenchmarkSpec, register
 from trackeval.benchmarks.segmentation import present_labels, score_segmentation
@@ -38,7 +37,7 @@ from trackeval.io.nifti import LabelVolume, check_same_grid, read_bytes_digest, 
 from trackeval.io.paths import check_case_id, resolve_inside
 from trackeval.io.tables import read_csv_rows
 from trackeval.metrics.overlap import confusion_matrix
-from trackeval.results import BenchmarkResult, CaseRecord, DataInfo, MetricSummary, metric_key
+from trackeval.results import BenchmarkResult, CaseRecord, MetricSummary, build_result, metric_key, sha256_text
 
 log = logging.getLogger(__name__)
 
@@ -259,10 +258,6 @@ def aggregate(records: list[CaseRecord], cfg: EvalConfig) -> dict[str, MetricSum
     return out
 
 
-def _digest(lines: list[str]) -> str:
-    return hashlib.sha256("\n".join(lines).encode()).hexdigest()
-
-
 def evaluate(gt_dir: Path, pred_dir: Path, cfg: EvalConfig, model: dict[str, str] | None = None) -> BenchmarkResult:
     """Run the UMD benchmark end to end and return the results object (no files written)."""
     cases, extra, manifest_digest = load_cases(gt_dir, pred_dir)
@@ -274,22 +269,15 @@ def evaluate(gt_dir: Path, pred_dir: Path, cfg: EvalConfig, model: dict[str, str
     cache = CaseCache(Path(cfg.engine.cache_dir) if cfg.engine.cache else None, NAME)
     scored = map_cases(score_case, [_Job(c, cfg.umd, cache) for c in cases], cfg.engine, "UMD cases")
     records = [s.record for s in scored]
-    gt_digest = _digest([f"manifest:{manifest_digest}"] + [f"{s.record.case_id}:{s.truth_digest}" for s in scored])
-    pred_digest = _digest([f"{s.record.case_id}:{s.pred_digest}" for s in scored])
+    gt_digest = sha256_text(f"manifest:{manifest_digest}", *(f"{s.record.case_id}:{s.truth_digest}" for s in scored))
+    pred_digest = sha256_text(*(f"{s.record.case_id}:{s.pred_digest}" for s in scored))
     n_missing = sum(r.status == "missing_prediction" for r in records)
-    config = cfg.model_dump(mode="json", include={"bootstrap", "umd"})
-    return BenchmarkResult(
-        benchmark=NAME,
-        model=model or {},
-        config=config,
-        config_digest=_digest([json.dumps(config, sort_keys=True)]),
-        trackeval_version=__version__,
-        data=DataInfo(
-            digest=_digest([gt_digest, pred_digest]),
-            ground_truth_digest=gt_digest,
-            predictions_digest=pred_digest,
-            n_cases=len(records),
-        ),
+    return build_result(
+        NAME,
+        model=model,
+        config=cfg.model_dump(mode="json", include={"bootstrap", "umd"}),
+        ground_truth_digest=gt_digest,
+        predictions_digest=pred_digest,
         summary={
             "n_cases": len(records),
             "n_missing_predictions": n_missing,

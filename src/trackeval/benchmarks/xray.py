@@ -18,18 +18,15 @@ decided at run time (e.g. where the operating point was chosen) are recorded und
 from __future__ import annotations
 
 import argparse
-import hashlib
-import json
 from collections.abc import Callable
 from pathlib import Path
 
-from trackeval import __version__
 from trackeval.benchmarks.registry import BenchmarkSpec, register
 from trackeval.benchmarks.xray_tasks import cls, loc, report, ret, seg
 from trackeval.benchmarks.xray_tasks.common import TaskInputs, TaskOutput
 from trackeval.config import EvalConfig
 from trackeval.errors import InputError
-from trackeval.results import BenchmarkResult, DataInfo
+from trackeval.results import BenchmarkResult, build_result
 
 NAME = "xray"
 
@@ -40,10 +37,6 @@ TASKS: dict[str, Callable[[TaskInputs, EvalConfig], TaskOutput]] = {
     "loc": loc.evaluate,
     "report": report.evaluate,
 }
-
-
-def _digest(*parts: str) -> str:
-    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
 def evaluate(task: str, inputs: TaskInputs, cfg: EvalConfig, model: dict[str, str] | None = None) -> BenchmarkResult:
@@ -58,18 +51,12 @@ def evaluate(task: str, inputs: TaskInputs, cfg: EvalConfig, model: dict[str, st
     config = cfg.model_dump(mode="json", include={"bootstrap", "xray"})
     config["xray"] = {task: config["xray"][task]}
     config["xray_run"] = {"task": task, **out.params}
-    return BenchmarkResult(
-        benchmark=NAME,
-        model=model or {},
+    return build_result(
+        NAME,
+        model=model,
         config=config,
-        config_digest=_digest(json.dumps(config, sort_keys=True)),
-        trackeval_version=__version__,
-        data=DataInfo(
-            digest=_digest(out.ground_truth_digest, out.predictions_digest),
-            ground_truth_digest=out.ground_truth_digest,
-            predictions_digest=out.predictions_digest,
-            n_cases=len(out.records),
-        ),
+        ground_truth_digest=out.ground_truth_digest,
+        predictions_digest=out.predictions_digest,
         summary=out.summary,
         warnings=out.warnings,
         cases=out.records,
