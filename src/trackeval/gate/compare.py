@@ -8,18 +8,32 @@ Breakdown groups: the item dimension (``result.item_kind``, e.g. ``organ``: one 
 matrix) and case-group dimensions (``CaseRecord.groups``, e.g. ``modality``: a subset of cases, with the
 headline statistic recomputed on it). The per-case metric is the last token of the primary metric
 (``dsc`` for ``umd/dsc``; ``ap_at_10`` for ``mir3d/group/ap_at_10``).
+
+Two methods (``BenchmarkComparison.method``):
+
+* ``paired_bootstrap`` for metrics that are means of per-case values: :func:`trackeval.stats.paired.
+  paired_bootstrap` (percentile CIs; the rows keep the bootstrap replicates for p-values);
+* ``delong`` for AUROC (:data:`DELONG_METRICS`), which is not a per-case mean: the case records carry the
+  per-image ``label`` and ``score`` of each finding (X-ray ``cls``), images are paired by case id, and
+  :func:`trackeval.stats.paired.paired_delong` gives the AUC differences with Wald CIs; the rows keep the
+  standard error for p-values. Labels that differ between the two results are a pairing problem.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
+from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from trackeval.results import BenchmarkResult, CaseRecord, metric_key
 from trackeval.stats.bootstrap import group_seed
-from trackeval.stats.paired import PairedDelta, paired_bootstrap
+from trackeval.stats.paired import PairedAUC, PairedDelta, paired_bootstrap, paired_delong
+
+#: Per-case metric tokens compared with DeLong's test on per-image labels and scores instead of a bootstrap.
+DELONG_METRICS = frozenset({"auroc"})
 
 
 class DeltaRow(BaseModel):
@@ -37,6 +51,8 @@ class DeltaRow(BaseModel):
     ci95_low: float | None
     ci95_high: float | None
     n_pairs: int
+    #: DeLong standard error of ``delta`` (method ``delong``; None for the bootstrap or an undefined variance)
+    std_error: float | None = None
     #: bootstrap replicates of ``delta``, kept in memory for p-values; never serialised
     samples: list[float] | None = Field(default=None, exclude=True, repr=False)
 
@@ -48,6 +64,7 @@ class BenchmarkComparison(BaseModel):
 
     benchmark: str
     metric: str
+    method: Literal["paired_bootstrap", "delong"] = "paired_bootstrap"
     candidate_label: str
     baseline_label: str
     n_cases: int
@@ -94,7 +111,8 @@ def _f(x: float) -> float | None:
     return None if np.isnan(x) else float(x)
 
 
-def _headline_row(benchmark: str, key: str, dim: str, group: str, d: PairedDelta) -> DeltaRow:
+def _headline_row(benchmark: str, key: str, dim: str, group: str, d: PairedDelta | PairedAUC) -> DeltaRow:
+    boot = isinstance(d, PairedDelta)
     return DeltaRow(
         benchmark=benchmark,
         key=key,
@@ -106,8 +124,48 @@ def _headline_row(benchmark: str, key: str, dim: str, group: str, d: PairedDelta
         ci95_low=_f(d.overall_low),
         ci95_high=_f(d.overall_high),
         n_pairs=int(d.n_pairs.sum()),
-        samples=d.overall_samples.tolist(),
+        std_error=None if boot else _f(math.sqrt(d.overall_variance)),
+        samples=d.overall_samples.tolist() if boot else None,
     )
+
+
+def _item_row(benchmark: str, key: str, dim: str, group: str, d: PairedDelta | PairedAUC, j: int) -> DeltaRow:
+    boot = isinstance(d, PairedDelta)
+    return DeltaRow(
+        benchmark=benchmark,
+        key=key,
+        dimension=dim,
+        group=group,
+        candidate=_f(d.candidate[j]),
+        baseline=_f(d.baseline[j]),
+        delta=_f(d.value[j]),
+        ci95_low=_f(d.low[j]),
+        ci95_high=_f(d.high[j]),
+        n_pairs=int(d.n_pairs[j]),
+        std_error=None if boot else _f(math.sqrt(d.variance[j])),
+        samples=d.samples[:, j].tolist() if boot else None,
+    )
+
+
+def _delong_inputs(
+    cand_cases: Sequence[CaseRecord], base_cases: Sequence[CaseRecord], items: list[str]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
+    """Labels and both score matrices (case x item, rows in the same case order) and the pairing problems."""
+    y = _matrix(cand_cases, items, "label")
+    y_base = _matrix(base_cases, items, "label")
+    problems = []
+    if np.isnan(y).all() and np.isnan(y_base).all():
+        problems.append(
+            "the case records carry no per-image 'label'/'score' values, which DeLong's AUROC comparison needs "
+            "(an xray result of --task cls has them)"
+        )
+    elif not np.array_equal(y, y_base, equal_nan=True):
+        i, j = np.argwhere(~((y == y_base) | (np.isnan(y) & np.isnan(y_base))))[0]
+        problems.append(
+            f"labels differ between the two results (case {cand_cases[i].case_id!r}, {items[j]}: "
+            f"{y[i, j]} vs {y_base[i, j]}); re-evaluate both versions on the same ground truth"
+        )
+    return y, _matrix(cand_cases, items, "score"), _matrix(base_cases, items, "score"), problems
 
 
 def compare_results(
@@ -123,17 +181,21 @@ def compare_results(
 ) -> BenchmarkComparison:
     """Paired deltas of ``<benchmark>/<metric>`` overall and per breakdown group in ``dimensions``.
 
-    Rows: the headline (mean over items of the per-item mean deltas), then one row per item (when
-    ``item_kind`` is a listed dimension) and one per value of each listed case-group dimension. Each row has
-    its own paired case-level bootstrap (seed derived from ``seed`` and the row key, so rows are reproducible
-    and independent of which other rows exist).
+    Rows: the headline (mean over items of the per-item mean deltas; for AUROC the macro mean over findings of
+    the AUC differences), then one row per item (when ``item_kind`` is a listed dimension) and one per value of
+    each listed case-group dimension (the headline statistic recomputed on those cases). With the bootstrap,
+    each row has its own paired case-level bootstrap (seed derived from ``seed`` and the row key, so rows are
+    reproducible and independent of which other rows exist); with DeLong (AUROC) the rows are analytic and
+    ``n_resamples``/``seed`` are unused.
     """
     bench = cand.benchmark
     head_key = metric_key(bench, *metric.split("/"))
+    per_case = metric.rsplit("/", 1)[-1]
     problems = pairing_problems(cand, base)
     out = BenchmarkComparison(
         benchmark=bench,
         metric=head_key,
+        method="delong" if per_case in DELONG_METRICS else "paired_bootstrap",
         candidate_label=labels[0],
         baseline_label=labels[1],
         n_cases=len(cand.cases),
@@ -142,44 +204,38 @@ def compare_results(
     )
     if problems:
         return out
-    per_case = metric.rsplit("/", 1)[-1]
-    order = sorted(c.case_id for c in cand.cases)
     cand_cases = sorted(cand.cases, key=lambda c: c.case_id)
     base_by_id = {c.case_id: c for c in base.cases}
-    base_cases = [base_by_id[cid] for cid in order]
+    base_cases = [base_by_id[c.case_id] for c in cand_cases]
     items = sorted({i for c in cand_cases for i in c.metrics} | {i for c in base_cases for i in c.metrics})
-    cm, bm = _matrix(cand_cases, items, per_case), _matrix(base_cases, items, per_case)
+    analyse: Callable[[str, np.ndarray | slice], PairedDelta | PairedAUC]
+    if out.method == "delong":
+        y, cs, bs, out.problems = _delong_inputs(cand_cases, base_cases, items)
+        if out.problems:
+            return out
 
-    def boot(key: str, rows: np.ndarray | slice) -> PairedDelta:
-        return paired_bootstrap(cm[rows], bm[rows], n_resamples, group_seed(seed, key), confidence)
+        def analyse(key: str, rows: np.ndarray | slice) -> PairedAUC:
+            return paired_delong(y[rows], cs[rows], bs[rows], confidence)
 
-    whole = boot(head_key, slice(None))
+    else:
+        cm, bm = _matrix(cand_cases, items, per_case), _matrix(base_cases, items, per_case)
+
+        def analyse(key: str, rows: np.ndarray | slice) -> PairedDelta:
+            return paired_bootstrap(cm[rows], bm[rows], n_resamples, group_seed(seed, key), confidence)
+
+    whole = analyse(head_key, slice(None))
     out.rows.append(_headline_row(bench, head_key, "", "", whole))
     if cand.item_kind in dimensions:
         for j, item in enumerate(items):
-            if whole.n_pairs[j] == 0:
-                continue
-            out.rows.append(
-                DeltaRow(
-                    benchmark=bench,
-                    key=f"{head_key}/by_{cand.item_kind}/{item}",
-                    dimension=cand.item_kind,
-                    group=item,
-                    candidate=_f(whole.candidate[j]),
-                    baseline=_f(whole.baseline[j]),
-                    delta=_f(whole.value[j]),
-                    ci95_low=_f(whole.low[j]),
-                    ci95_high=_f(whole.high[j]),
-                    n_pairs=int(whole.n_pairs[j]),
-                    samples=whole.samples[:, j].tolist(),
-                )
-            )
+            if whole.n_pairs[j] > 0:
+                key = f"{head_key}/by_{cand.item_kind}/{item}"
+                out.rows.append(_item_row(bench, key, cand.item_kind, item, whole, j))
     for dim in dimensions:
         values = sorted({c.groups[dim] for c in cand_cases if dim in c.groups})
         for value in values:
             rows = np.array([c.groups.get(dim) == value for c in cand_cases])
             key = f"{head_key}/by_{dim}/{value}"
-            d = boot(key, rows)
+            d = analyse(key, rows)
             if d.n_pairs.sum() > 0:
                 out.rows.append(_headline_row(bench, key, dim, value, d))
     return out

@@ -3,12 +3,14 @@
 Per benchmark (primary metric, higher is better; delta = candidate - champion, paired on case ids):
 
 1. **Pairing**: same ground-truth digest, protocol config and case set, else the gate fails with the reason.
-2. **Non-inferiority**: lower bound of the paired-bootstrap 95% CI of the headline delta > ``-margin``.
+2. **Non-inferiority**: lower bound of the paired-bootstrap 95% CI of the headline delta > ``-margin``
+   (for AUROC: the DeLong Wald CI of the macro AUC difference, see :mod:`trackeval.gate.compare`).
    Every benchmark must pass (an intersection-union rule: no multiplicity adjustment is needed across
    benchmarks, because the gate passes only if all of them pass).
 3. **Superiority** (optional per benchmark): lower bound > 0.
 4. **Worst-group guard** over the breakdown groups (organ, region, finding, modality...):
-   ``group_test="harm"``: for each group a one-sided paired-bootstrap test of ``delta_g < -margin_g``;
+   ``group_test="harm"``: for each group a one-sided paired-bootstrap test of ``delta_g < -margin_g``
+   (a one-sided DeLong z-test for AUROC groups);
    p-values are adjusted over ALL groups of all benchmarks in this decision (Holm by default, or
    Bonferroni), and a group fails when its adjusted p <= alpha. ``group_test="noninferiority"``: every group
    must show ``delta_g > -margin_g`` at level alpha (intersection-union, unadjusted).
@@ -21,6 +23,7 @@ the benchmark's absolute floor on its primary metric.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Literal
 
@@ -29,7 +32,7 @@ from pydantic import BaseModel, ConfigDict
 from trackeval.config import GateConfig
 from trackeval.gate.compare import BenchmarkComparison, DeltaRow, compare_results
 from trackeval.results import BenchmarkResult, metric_key
-from trackeval.stats.paired import adjust_pvalues, bootstrap_pvalue
+from trackeval.stats.paired import adjust_pvalues, bootstrap_pvalue, normal_pvalue
 
 
 class Check(BaseModel):
@@ -107,7 +110,12 @@ def _interval_checks(head: DeltaRow, cfg: GateConfig) -> list[Check]:
     bench = head.benchmark
     margin = cfg.margin(bench)
     lo = head.ci95_low
-    shown = f"delta {head.delta:+.4f} [{lo:+.4f}, {head.ci95_high:+.4f}]" if lo is not None else "no paired values"
+    if lo is not None:
+        shown = f"delta {head.delta:+.4f} [{lo:+.4f}, {head.ci95_high:+.4f}]"
+    elif head.delta is not None:
+        shown = f"delta {head.delta:+.4f} without a CI (variance undefined, e.g. a finding with one positive)"
+    else:
+        shown = "no paired values"
     checks = [
         Check(
             name="non_inferiority",
@@ -128,15 +136,25 @@ def _interval_checks(head: DeltaRow, cfg: GateConfig) -> list[Check]:
     return checks
 
 
+def _pvalue(method: str, row: DeltaRow, threshold: float, alternative: Literal["less", "greater"]) -> float:
+    """One-sided p-value of a group row: bootstrap replicates, or the DeLong z-test for AUROC rows."""
+    if method == "delong":
+        delta = math.nan if row.delta is None else row.delta
+        se = math.nan if row.std_error is None else row.std_error
+        return normal_pvalue(delta, se, threshold, alternative)
+    return bootstrap_pvalue(row.samples or [], threshold, alternative)
+
+
 def _group_tests(comparisons: list[BenchmarkComparison], cfg: GateConfig) -> list[GroupTest]:
-    rows = [r for c in comparisons for r in c.rows if r.dimension]
+    tagged = [(c.method, r) for c in comparisons for r in c.rows if r.dimension]
+    rows = [r for _, r in tagged]
     margins = [cfg.group_margin(r.benchmark, r.dimension, r.group) for r in rows]
+    alternative: Literal["less", "greater"] = "less" if cfg.group_test == "harm" else "greater"
+    p = [_pvalue(method, r, -m, alternative) for (method, r), m in zip(tagged, margins, strict=True)]
     if cfg.group_test == "harm":
-        p = [bootstrap_pvalue(r.samples or [], -m, "less") for r, m in zip(rows, margins, strict=True)]
         adj = adjust_pvalues(p, cfg.multiplicity)
         passed = [a > cfg.alpha for a in adj]
     else:
-        p = [bootstrap_pvalue(r.samples or [], -m, "greater") for r, m in zip(rows, margins, strict=True)]
         adj = p
         passed = [x <= cfg.alpha for x in p]
     return [

@@ -51,12 +51,15 @@ class DeLong:
         return wald_interval(self.auc, self.variance, confidence)
 
 
-def wald_interval(value: float, variance: float, confidence: float = 0.95) -> tuple[float, float]:
-    """``value -/+ z_{(1+confidence)/2} * sqrt(variance)`` clipped to [0, 1]; NaNs propagate."""
+def wald_interval(
+    value: float, variance: float, confidence: float = 0.95, bounds: tuple[float, float] = (0.0, 1.0)
+) -> tuple[float, float]:
+    """``value -/+ z_{(1+confidence)/2} * sqrt(variance)`` clipped to ``bounds`` ([0, 1] for an AUC, [-1, 1] for
+    a difference of two AUCs); NaNs propagate."""
     if math.isnan(value) or math.isnan(variance):
         return math.nan, math.nan
     half = float(norm.ppf(0.5 + confidence / 2.0)) * math.sqrt(max(variance, 0.0))
-    return max(0.0, value - half), min(1.0, value + half)
+    return max(bounds[0], value - half), min(bounds[1], value + half)
 
 
 def _check(y: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

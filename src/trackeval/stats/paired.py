@@ -9,16 +9,24 @@ Differences are formed cell by cell (case x item, e.g. case x organ): a cell cou
 versions have a value (NaN = not applicable on either side is left out), so every delta is a like-for-like
 pair. The headline delta is the mean over items of the per-item mean deltas (nnU-Net ``foreground_mean`` of
 the paired differences).
+
+AUROC is not a mean of per-case values, so it is compared with DeLong's test for two correlated AUCs on the
+same images instead (:func:`paired_delong`; DeLong, DeLong & Clarke-Pearson 1988, as ``pROC::roc.test(...,
+method="delong", paired=TRUE)``): a Wald interval of the difference from the structural components of both
+models on the same positives and negatives, with normal p-values (:func:`normal_pvalue`).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
+from scipy.stats import norm
 
+from trackeval.metrics.classification import delong, delong_influence, wald_interval
 from trackeval.stats.bootstrap import nanmean_cols, nanmean_rows, percentiles, weight_blocks
 
 
@@ -106,6 +114,127 @@ def paired_bootstrap(
         samples=samples,
         overall_samples=overall_samples,
     )
+
+
+@dataclass(frozen=True)
+class PairedAUC:
+    """DeLong comparison of two AUROCs on the same images (candidate - baseline), per finding and macro.
+
+    Per finding (shape ``(k,)``): ``value`` (AUC difference), ``variance`` (its DeLong variance
+    ``var(A) + var(B) - 2 cov(A, B)``), ``low``/``high`` (Wald interval clipped to [-1, 1]), ``candidate`` and
+    ``baseline`` (the two AUCs), ``n_pairs`` (labelled images scored by both; 0 where a class is empty and the
+    AUC undefined). ``overall*``: the macro mean over findings with a defined AUC, its variance from the
+    per-image influence terms of all those findings (NaN if any of them has an undefined variance, i.e. a
+    single positive or negative).
+    """
+
+    value: np.ndarray
+    variance: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
+    n_pairs: np.ndarray
+    candidate: np.ndarray
+    baseline: np.ndarray
+    overall: float
+    overall_variance: float
+    overall_low: float
+    overall_high: float
+    overall_candidate: float
+    overall_baseline: float
+
+
+def paired_delong(
+    labels: np.ndarray, candidate: np.ndarray, baseline: np.ndarray, confidence: float = 0.95
+) -> PairedAUC:
+    """DeLong's paired comparison of the AUROCs of two models scored on the same images.
+
+    For finding ``f`` with ``m`` positives and ``n`` negatives, the influence terms of
+    :func:`~trackeval.metrics.classification.delong_influence` of both models are subtracted image by image,
+    ``psi[i] = phi_A[i] - phi_B[i]``; ``sum(psi**2) = S10_AA/m + S01_AA/n + S10_BB/m + S01_BB/n
+    - 2 (S10_AB/m + S01_AB/n)`` is DeLong's ``var(A - B)`` (``S`` the ``ddof=1`` covariances of the placements).
+    The macro difference is the mean of the per-finding differences; its variance is
+    ``sum_i (mean_f psi_f[i])**2`` over images, which keeps the correlation between findings of one image.
+
+    Args:
+        labels: ``(n_images, k)`` 1/0 labels, NaN where unknown (that cell is left out of that finding).
+        candidate, baseline: ``(n_images, k)`` scores of the two models, rows matched by image; a NaN score
+            leaves the cell out for both models.
+        confidence: two-sided level of the Wald intervals.
+
+    Returns:
+        :class:`PairedAUC`. Identical scores give a difference of exactly 0 with variance 0.
+
+    Raises:
+        ValueError: shapes differ, labels other than 0/1/NaN, or infinite scores.
+    """
+    y = np.asarray(labels, dtype=np.float64)
+    c = np.asarray(candidate, dtype=np.float64)
+    b = np.asarray(baseline, dtype=np.float64)
+    if y.ndim == 1:
+        y, c, b = y[:, None], c[:, None], b[:, None]
+    if not (y.shape == c.shape == b.shape) or y.ndim != 2:
+        raise ValueError(
+            f"labels and scores must be matching (n_images, k) arrays, got {y.shape}, {c.shape}, {b.shape}"
+        )
+    if not 0.0 < confidence < 1.0:
+        raise ValueError("confidence must be in (0, 1)")
+    k = y.shape[1]
+    ok = ~(np.isnan(y) | np.isnan(c) | np.isnan(b))
+    psi = np.zeros(y.shape)
+    value, variance, low, high = (np.full(k, np.nan) for _ in range(4))
+    cand_auc, base_auc = np.full(k, np.nan), np.full(k, np.nan)
+    n_pairs = np.zeros(k, dtype=np.int64)
+    for j in range(k):
+        rows = ok[:, j]
+        yj = y[rows, j]
+        da, db = delong(yj, c[rows, j]), delong(yj, b[rows, j])
+        if math.isnan(da.auc):
+            continue
+        cand_auc[j], base_auc[j], value[j] = da.auc, db.auc, da.auc - db.auc
+        n_pairs[j] = yj.size
+        psi[rows, j] = delong_influence(yj, da) - delong_influence(yj, db)
+        variance[j] = float((psi[rows, j] ** 2).sum())
+        low[j], high[j] = wald_interval(value[j], variance[j], confidence, (-1.0, 1.0))
+    defined = ~np.isnan(value)
+    overall = overall_variance = math.nan
+    if defined.any():
+        overall = float(value[defined].mean())
+        overall_variance = float((psi[:, defined].mean(axis=1) ** 2).sum())
+    o_low, o_high = wald_interval(overall, overall_variance, confidence, (-1.0, 1.0))
+    return PairedAUC(
+        value=value,
+        variance=variance,
+        low=low,
+        high=high,
+        n_pairs=n_pairs,
+        candidate=cand_auc,
+        baseline=base_auc,
+        overall=overall,
+        overall_variance=overall_variance,
+        overall_low=o_low,
+        overall_high=o_high,
+        overall_candidate=float(cand_auc[defined].mean()) if defined.any() else math.nan,
+        overall_baseline=float(base_auc[defined].mean()) if defined.any() else math.nan,
+    )
+
+
+def normal_pvalue(
+    estimate: float, std_error: float, threshold: float, alternative: Literal["less", "greater"]
+) -> float:
+    """One-sided Wald p-value of ``H1: delta < threshold`` (``less``) or ``delta > threshold`` (``greater``).
+
+    ``Phi((estimate - threshold) / std_error)`` for ``less`` and its complement for ``greater``; below ``alpha``
+    exactly when the one-sided ``1 - alpha`` Wald bound excludes ``threshold``. A zero standard error gives 0
+    when the estimate lies strictly on the H1 side, else 1. A NaN estimate or standard error -> 1.0 (no
+    evidence).
+    """
+    if math.isnan(estimate) or math.isnan(std_error):
+        return 1.0
+    if std_error == 0.0:
+        on_h1 = estimate < threshold if alternative == "less" else estimate > threshold
+        return 0.0 if on_h1 else 1.0
+    z = (estimate - threshold) / std_error
+    return float(norm.cdf(z) if alternative == "less" else norm.sf(z))
 
 
 def bootstrap_pvalue(samples: np.ndarray, threshold: float, alternative: Literal["less", "greater"]) -> float:
