@@ -423,3 +423,79 @@ def test_click_unet_trains_saves_and_runs_the_loop(demo, tmp_path):
         model, loaded.image, loaded.masks[target], case.case_id, target, "point", IMISConfig(max_turns=2)
     )
     assert [t.mask.shape for t in turns] == [(256, 256)] * 2 and turns[1].prompts.clicks[0].label in (0, 1)
+
+
+# --- baselines and model loading ------------------------------------------------------------------------------
+
+
+def test_region_grower_improves_with_corrective_clicks_on_a_real_slice(demo):
+    from trackeval.interactive.baselines import region_grower
+    from trackeval.interactive.loop import run_sequence
+
+    cfg = IMISConfig()
+    case = next(c for c in load_cases(demo, cfg)[0] if c.case_id == "ct_z091")  # thorax: aorta, heart
+    loaded = read_case(case, cfg)
+    grower = region_grower()
+    first, last, nocs = [], [], []
+    for target, truth in sorted(loaded.masks.items()):
+        curve = [
+            binary_dice(t.mask, truth)
+            for t in run_sequence(grower, loaded.image, truth, case.case_id, target, "point", cfg)
+        ]
+        first.append(curve[0])
+        last.append(curve[-1])
+        nocs.append(number_of_clicks(np.array(curve), 0.85))
+    assert np.mean(last) > np.mean(first) + 0.02
+    assert max(nocs) <= cfg.max_turns  # every target of this slice reaches Dice 0.85 within the turns
+
+
+def _log_pyfunc(tmp_path, python_model, name):
+    import mlflow
+
+    mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    mlflow.set_experiment("imis-test")
+    with mlflow.start_run() as run:
+        mlflow.pyfunc.log_model(name="model", python_model=python_model, registered_model_name=name)
+    return run.info.run_id
+
+
+def test_mlflow_model_uri_runs_the_protocol(demo, tmp_path):
+    import mlflow
+    import mlflow.pyfunc
+
+    from trackeval.interactive.baselines import RegionGrower
+    from trackeval.interactive.loop import load_model
+
+    class Wrapped(mlflow.pyfunc.PythonModel):
+        supported_prompts = ("point", "box")
+
+        def __init__(self):
+            self.grower = RegionGrower()
+
+        def predict(self, model_input, params=None):
+            return self.grower.predict(model_input)
+
+    class NotProtocol(mlflow.pyfunc.PythonModel):
+        def predict(self, context, model_input, params=None):
+            return model_input
+
+    previous = mlflow.get_tracking_uri()
+    try:
+        run_id = _log_pyfunc(tmp_path, Wrapped(), "imis_grower")
+        _log_pyfunc(tmp_path, NotProtocol(), "imis_identity")
+        cfg = _cfg(max_turns=3)
+        direct = evaluate(demo, cfg, model=GROWER, model_kwargs={})
+        for uri in ("models:/imis_grower/1", f"runs:/{run_id}/model"):
+            via_uri = evaluate(demo, cfg, model=uri)
+            assert via_uri.aggregates == direct.aggregates
+            assert via_uri.model["interactive_model"] == uri
+        with pytest.raises(InputError, match="does not implement predict") as err:
+            load_model("models:/imis_identity/1")
+        assert err.value.field == "--model"
+        with pytest.raises(InputError, match="cannot load MLflow model"):
+            load_model("models:/no_such_model/1")
+        code = main(["evaluate", "imis", "--ground-truth", str(demo), "--model", "models:/nope/3", "--out", "x"])
+        assert code == 2
+    finally:
+        mlflow.set_tracking_uri(previous)
+        load_model.cache_clear()

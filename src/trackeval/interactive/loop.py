@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import inspect
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from trackeval.config.imis import IMISConfig
+from trackeval.errors import InputError
 from trackeval.interactive.clicks import bounding_box, error_click, first_click
 from trackeval.interactive.protocol import (
     PROMPT_TYPES,
@@ -146,7 +148,12 @@ def load_model(spec: str, kwargs: tuple[tuple[str, str], ...] = ()) -> Interacti
 
     ``spec`` is ``MODULE:FACTORY`` (``FACTORY(**kwargs)`` returns the model; string keyword arguments) or an
     MLflow model URI (``models:/name/1``, ``runs:/id/path``, or a local model folder prefixed ``mlflow:``)
-    whose pyfunc wraps a python model implementing the protocol (``unwrap_python_model()``).
+    loaded with ``mlflow.pyfunc.load_model(uri).unwrap_python_model()`` (the tracking URI from
+    ``MLFLOW_TRACKING_URI`` or ``mlflow.set_tracking_uri``).
+
+    Raises :class:`InputError` (field ``--model``) when the model cannot be built or loaded, or when the object
+    does not implement the protocol: a callable ``predict`` that accepts one positional argument, the request
+    (an MLflow ``PythonModel`` with only ``predict(context, model_input)`` does not).
     """
     if spec.startswith(("models:/", "runs:/", "mlflow:")):
         import mlflow.pyfunc
@@ -154,19 +161,39 @@ def load_model(spec: str, kwargs: tuple[tuple[str, str], ...] = ()) -> Interacti
         try:
             model = mlflow.pyfunc.load_model(spec.removeprefix("mlflow:")).unwrap_python_model()
         except Exception as exc:
-            raise ModelError(f"cannot load MLflow model {spec!r}: {exc}") from exc
+            raise InputError(
+                f"cannot load MLflow model {spec!r}: {type(exc).__name__}: {exc}", field="--model"
+            ) from exc
     else:
         module_name, sep, factory_name = spec.partition(":")
         if not sep or not module_name or not factory_name:
-            raise ModelError(f"--model expects MODULE:FACTORY or an MLflow model URI, got {spec!r}")
+            raise InputError(f"--model expects MODULE:FACTORY or an MLflow model URI, got {spec!r}", field="--model")
         try:
             factory = getattr(importlib.import_module(module_name), factory_name)
             model = factory(**dict(kwargs))
         except Exception as exc:
-            raise ModelError(f"cannot build model {spec!r}: {type(exc).__name__}: {exc}") from exc
-    if not isinstance(model, InteractiveModel):
-        raise ModelError(f"model {spec!r} has no predict(request) method (see trackeval.interactive.protocol)")
+            raise InputError(f"cannot build model {spec!r}: {type(exc).__name__}: {exc}", field="--model") from exc
+    if not _takes_one_request(model):
+        raise InputError(
+            f"model {spec!r} ({type(model).__name__}) does not implement predict(request) "
+            "(see trackeval.interactive.protocol)",
+            field="--model",
+        )
     return model
+
+
+def _takes_one_request(model: object) -> bool:
+    """Whether ``model.predict`` is callable with exactly one positional argument."""
+    predict = getattr(model, "predict", None)
+    if not callable(predict):
+        return False
+    try:
+        inspect.signature(predict).bind(None)
+    except TypeError:
+        return False
+    except ValueError:  # no signature (a builtin): trust the attribute
+        return True
+    return True
 
 
 def interact_case(
