@@ -6,6 +6,9 @@ import numpy as np
 import pytest
 
 from tests import gate_data
+from trackeval.benchmarks import mir3d
+from trackeval.config import load_config
+from trackeval.demo.mir3d_baselines import data_dir, write_baseline
 from trackeval.gate.compare import compare_results
 from trackeval.gate.decide import decide
 from trackeval.results import BenchmarkResult
@@ -120,3 +123,15 @@ def test_missing_benchmark_in_candidate_fails(results):
     cfg = gate_data.config().gate
     d = decide("seg", "x", {}, "champion", {"umd": results["champion"]}, cfg)
     assert d.verdict == "fail" and "candidate was not" in d.reasons[-1]
+
+
+def test_mir3d_results_pair_on_full_metric_path(tmp_path):
+    """3D-MIR case records hold `group/ap_at_10`; the gate must pair on it (not on `ap_at_10`)."""
+    cfg = load_config(None, ["bootstrap.n_resamples=200"])
+    rand = mir3d.evaluate(data_dir(), write_baseline("random", tmp_path / "r.csv", seed=1), cfg)
+    oracle = mir3d.evaluate(data_dir(), write_baseline("oracle", tmp_path / "o.csv"), cfg)
+    cmp = compare_results(oracle, rand, "group/ap_at_10", dimensions=("region",))
+    head = cmp.rows[0]
+    expected = oracle.aggregates["mir3d/group/ap_at_10"].value - rand.aggregates["mir3d/group/ap_at_10"].value
+    assert not cmp.problems and head.delta == pytest.approx(expected)
+    assert head.ci95_low > 0

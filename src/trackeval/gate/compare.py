@@ -107,6 +107,14 @@ def _matrix(cases: Sequence[CaseRecord], items: list[str], metric: str) -> np.nd
     return out
 
 
+def _per_case_name(cases: Sequence[CaseRecord], metric: str) -> str:
+    """The name under which case records hold ``metric``: the full path (3D-MIR: ``group/ap_at_10``) when any
+    record uses it, else its last token (UMD: ``dsc``)."""
+    if any(metric in values for case in cases for values in case.metrics.values()):
+        return metric
+    return metric.rsplit("/", 1)[-1]
+
+
 def _f(x: float) -> float | None:
     return None if np.isnan(x) else float(x)
 
@@ -218,7 +226,8 @@ def compare_results(
             return paired_delong(y[rows], cs[rows], bs[rows], confidence)
 
     else:
-        cm, bm = _matrix(cand_cases, items, per_case), _matrix(base_cases, items, per_case)
+        name = _per_case_name(cand_cases, metric)
+        cm, bm = _matrix(cand_cases, items, name), _matrix(base_cases, items, name)
 
         def analyse(key: str, rows: np.ndarray | slice) -> PairedDelta:
             return paired_bootstrap(cm[rows], bm[rows], n_resamples, group_seed(seed, key), confidence)
