@@ -44,7 +44,9 @@ def _add_common(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="trackeval", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="trackeval", description="Evaluate medical-imaging model versions, track them in MLflow, gate promotion."
+    )
     parser.add_argument("--version", action="version", version=f"trackeval {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     ev = sub.add_parser("evaluate", help="score model outputs on a benchmark")
