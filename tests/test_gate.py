@@ -135,3 +135,5 @@ def test_mir3d_results_pair_on_full_metric_path(tmp_path):
     expected = oracle.aggregates["mir3d/group/ap_at_10"].value - rand.aggregates["mir3d/group/ap_at_10"].value
     assert not cmp.problems and head.delta == pytest.approx(expected)
     assert head.ci95_low > 0
+    keys = [r.key for r in cmp.rows]
+    assert len(keys) == len(set(keys)) == 5  # headline + one row per region, no duplicates

@@ -240,6 +240,8 @@ def compare_results(
                 key = f"{head_key}/by_{cand.item_kind}/{item}"
                 out.rows.append(_item_row(bench, key, cand.item_kind, item, whole, j))
     for dim in dimensions:
+        if dim == cand.item_kind and cand.item_kind in dimensions:
+            continue  # already one row per item (3D-MIR: region is both the item and a case group)
         values = sorted({c.groups[dim] for c in cand_cases if dim in c.groups})
         for value in values:
             rows = np.array([c.groups.get(dim) == value for c in cand_cases])
