@@ -15,6 +15,7 @@ from rich.console import Console
 
 from trackeval import __version__
 from trackeval.benchmarks.registry import BenchmarkSpec, benchmarks
+from trackeval.cli_options import add_config_options
 from trackeval.config import EvalConfig, load_config
 from trackeval.errors import TrackevalError
 from trackeval.pipeline import commands as pipeline_commands
@@ -25,15 +26,7 @@ from trackeval.tracking.files import write_outputs
 
 def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=Path, required=True, help="output folder: results.json, metrics.json, cases.parquet")
-    p.add_argument("--config", type=Path, help="YAML config (params.yaml layout: one section per benchmark)")
-    p.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a config value, e.g. --set umd.nsd_tolerance_mm=2 (repeatable)",
-    )
+    add_config_options(p, "YAML config (params.yaml layout: one section per benchmark)", "umd.nsd_tolerance_mm=2")
     p.add_argument("--executor", choices=["local", "processes", "dask"], help="shortcut for --set engine.executor=")
     p.add_argument("--workers", type=int, help="shortcut for --set engine.workers=N")
     p.add_argument("--scheduler", help="Dask scheduler address (tcp://host:8786); implies --executor dask")

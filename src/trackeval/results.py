@@ -17,8 +17,10 @@ import hashlib
 import json
 import math
 import re
+from collections.abc import Sequence
 from typing import Any, Literal
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 SCHEMA_VERSION = "1.0"
@@ -131,6 +133,17 @@ class BenchmarkResult(_Model):
         for name, count in sorted(self.summary.items()):
             flat[metric_key(self.benchmark, name)] = float(count)
         return flat
+
+
+def item_matrix(cases: Sequence[CaseRecord], items: Sequence[str], metric: str) -> np.ndarray:
+    """``(n_cases, n_items)`` float array of one per-item metric; NaN where a value is missing or null."""
+    out = np.full((len(cases), len(items)), np.nan)
+    for i, case in enumerate(cases):
+        for j, item in enumerate(items):
+            v = case.metrics.get(item, {}).get(metric)
+            if v is not None:
+                out[i, j] = v
+    return out
 
 
 def sha256_text(*parts: str) -> str:

@@ -21,8 +21,6 @@ recomputed on each resample of images, with the same resamples as the image leve
 from __future__ import annotations
 
 import argparse
-import hashlib
-import json
 import logging
 import math
 import warnings
@@ -31,7 +29,6 @@ from pathlib import Path
 
 import numpy as np
 
-from trackeval import __version__
 from trackeval.benchmarks.registry import BenchmarkSpec, register
 from trackeval.config import EvalConfig
 from trackeval.config.imis import IMISConfig
@@ -41,7 +38,7 @@ from trackeval.interactive.logs import InteractionLog, masks_digest, read_log, v
 from trackeval.interactive.loop import interact_case, load_model, sequence_metrics
 from trackeval.interactive.protocol import noc_key, supported_prompts
 from trackeval.io.imis import IMISCase, load_cases, read_case
-from trackeval.results import BenchmarkResult, CaseRecord, DataInfo, MetricSummary, metric_key
+from trackeval.results import BenchmarkResult, CaseRecord, MetricSummary, build_result, metric_key, sha256_text
 from trackeval.stats.bootstrap import bootstrap_means, group_seed, nanmean_cols, percentiles, weight_blocks
 
 log = logging.getLogger(__name__)
@@ -190,10 +187,6 @@ def aggregate(records: list[CaseRecord], cfg: EvalConfig, prompt_types: tuple[st
     return out
 
 
-def _digest(lines: list[str]) -> str:
-    return hashlib.sha256("\n".join(lines).encode()).hexdigest()
-
-
 def evaluate(
     gt_dir: Path,
     cfg: EvalConfig,
@@ -264,8 +257,8 @@ def evaluate(
         log.warning(note)
     scored = map_cases(fn, jobs, cfg.engine, "IMIS images")
     records = [s.record for s in scored]
-    gt_digest = _digest([f"index:{index_digest}"] + [f"{s.record.case_id}:{s.truth_digest}" for s in scored])
-    pred_digest = _digest([f"{s.record.case_id}:{s.pred_digest}" for s in scored])
+    gt_digest = sha256_text(f"index:{index_digest}", *(f"{s.record.case_id}:{s.truth_digest}" for s in scored))
+    pred_digest = sha256_text(*(f"{s.record.case_id}:{s.pred_digest}" for s in scored))
     config = cfg.model_dump(mode="json", include={"bootstrap", "imis"})
     masks = [m for r in records for m in r.metrics.values()]
     summary = {
@@ -277,18 +270,12 @@ def evaluate(
         for t in icfg.noc_thresholds:
             key = noc_key(t)
             summary[f"n_{key}_not_reached"] = sum(m[key] is not None and m[key] > icfg.max_turns for m in masks)
-    return BenchmarkResult(
-        benchmark=NAME,
+    return build_result(
+        NAME,
         model=info,
         config=config,
-        config_digest=_digest([json.dumps(config, sort_keys=True)]),
-        trackeval_version=__version__,
-        data=DataInfo(
-            digest=_digest([gt_digest, pred_digest]),
-            ground_truth_digest=gt_digest,
-            predictions_digest=pred_digest,
-            n_cases=len(records),
-        ),
+        ground_truth_digest=gt_digest,
+        predictions_digest=pred_digest,
         summary=summary,
         warnings=notes,
         cases=records,

@@ -37,7 +37,15 @@ from trackeval.io.nifti import LabelVolume, check_same_grid, read_bytes_digest, 
 from trackeval.io.paths import check_case_id, resolve_inside
 from trackeval.io.tables import read_csv_rows
 from trackeval.metrics.overlap import confusion_matrix
-from trackeval.results import BenchmarkResult, CaseRecord, MetricSummary, build_result, metric_key, sha256_text
+from trackeval.results import (
+    BenchmarkResult,
+    CaseRecord,
+    MetricSummary,
+    build_result,
+    item_matrix,
+    metric_key,
+    sha256_text,
+)
 
 log = logging.getLogger(__name__)
 
@@ -204,19 +212,9 @@ def _organ_metrics(
     )
 
 
-def _matrix(records: list[CaseRecord], organs: list[str], metric: str) -> np.ndarray:
-    out = np.full((len(records), len(organs)), np.nan)
-    for i, r in enumerate(records):
-        for j, organ in enumerate(organs):
-            v = r.metrics.get(organ, {}).get(metric)
-            if v is not None:
-                out[i, j] = v
-    return out
-
-
 def _paired_gap(records: list[CaseRecord], organs: list[str], a: str, b: str) -> np.ndarray:
     """(subjects with both modalities x organs) matrix of dsc(a) - dsc(b); NaN where either is NaN."""
-    dsc = _matrix(records, organs, "dsc")
+    dsc = item_matrix(records, organs, "dsc")
     per: dict[str, dict[str, list[np.ndarray]]] = {}
     for r, row in zip(records, dsc, strict=True):
         per.setdefault(r.subject_id, {}).setdefault(r.groups["modality"], []).append(row)
@@ -236,7 +234,7 @@ def aggregate(records: list[CaseRecord], cfg: EvalConfig) -> dict[str, MetricSum
     modalities = [m for m in MODALITIES if any(r.groups["modality"] == m for r in records)]
     out: dict[str, MetricSummary] = {}
     for metric in AGG_METRICS:
-        values = _matrix(records, organs, metric)
+        values = item_matrix(records, organs, metric)
         out.update(mean_summaries(metric_key(NAME, metric), values, organs, "organ", cfg.bootstrap, "all"))
         for mod in modalities:
             rows = [i for i, r in enumerate(records) if r.groups["modality"] == mod]

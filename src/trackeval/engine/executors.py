@@ -93,6 +93,7 @@ def _map_dask(
     fn: Callable[[T], R], items: Sequence[T], config: EngineConfig, advance: Callable[[int], None]
 ) -> list[R]:
     """Run on a ``dask.distributed`` cluster: the one at ``config.scheduler`` or a new LocalCluster."""
+    import dask
     from distributed import Client, LocalCluster, as_completed
 
     with contextlib.ExitStack() as stack:
@@ -102,6 +103,11 @@ def _map_dask(
             except OSError as exc:
                 raise TrackevalError(f"cannot reach the Dask scheduler at {config.scheduler}: {exc}") from exc
         else:
+            # distributed's nanny sets MALLOC_TRIM_THRESHOLD_=65536 in workers: glibc then returns freed memory to
+            # the OS after nearly every array temporary, and the page faults made scoring 1.5x (UMD) to 4.3x
+            # (IMIS-sized 2D masks) slower than in-process (measured, benchmarks/bench_scale.py). Unset it for the
+            # clusters trackeval starts; an existing cluster keeps its own settings.
+            stack.enter_context(dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}))
             cluster = stack.enter_context(
                 LocalCluster(
                     n_workers=default_workers(config),

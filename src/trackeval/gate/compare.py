@@ -28,7 +28,7 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from trackeval.results import BenchmarkResult, CaseRecord, metric_key
+from trackeval.results import BenchmarkResult, CaseRecord, item_matrix, metric_key
 from trackeval.stats.bootstrap import group_seed
 from trackeval.stats.paired import PairedAUC, PairedDelta, paired_bootstrap, paired_delong
 
@@ -97,16 +97,6 @@ def pairing_problems(cand: BenchmarkResult, base: BenchmarkResult) -> list[str]:
     return problems
 
 
-def _matrix(cases: Sequence[CaseRecord], items: list[str], metric: str) -> np.ndarray:
-    out = np.full((len(cases), len(items)), np.nan)
-    for i, case in enumerate(cases):
-        for j, item in enumerate(items):
-            v = case.metrics.get(item, {}).get(metric)
-            if v is not None:
-                out[i, j] = v
-    return out
-
-
 def _per_case_name(cases: Sequence[CaseRecord], metric: str) -> str:
     """The name under which case records hold ``metric``: the full path (3D-MIR: ``group/ap_at_10``) when any
     record uses it, else its last token (UMD: ``dsc``)."""
@@ -159,8 +149,8 @@ def _delong_inputs(
     cand_cases: Sequence[CaseRecord], base_cases: Sequence[CaseRecord], items: list[str]
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
     """Labels and both score matrices (case x item, rows in the same case order) and the pairing problems."""
-    y = _matrix(cand_cases, items, "label")
-    y_base = _matrix(base_cases, items, "label")
+    y = item_matrix(cand_cases, items, "label")
+    y_base = item_matrix(base_cases, items, "label")
     problems = []
     if np.isnan(y).all() and np.isnan(y_base).all():
         problems.append(
@@ -173,7 +163,7 @@ def _delong_inputs(
             f"labels differ between the two results (case {cand_cases[i].case_id!r}, {items[j]}: "
             f"{y[i, j]} vs {y_base[i, j]}); re-evaluate both versions on the same ground truth"
         )
-    return y, _matrix(cand_cases, items, "score"), _matrix(base_cases, items, "score"), problems
+    return y, item_matrix(cand_cases, items, "score"), item_matrix(base_cases, items, "score"), problems
 
 
 def compare_results(
@@ -227,7 +217,7 @@ def compare_results(
 
     else:
         name = _per_case_name(cand_cases, metric)
-        cm, bm = _matrix(cand_cases, items, name), _matrix(base_cases, items, name)
+        cm, bm = item_matrix(cand_cases, items, name), item_matrix(base_cases, items, name)
 
         def analyse(key: str, rows: np.ndarray | slice) -> PairedDelta:
             return paired_bootstrap(cm[rows], bm[rows], n_resamples, group_seed(seed, key), confidence)

@@ -11,19 +11,16 @@ from pathlib import Path
 
 from rich.console import Console
 
+from trackeval.cli_options import add_config_options
 from trackeval.config import EvalConfig, load_config
 from trackeval.errors import OutputError
 
 
 def _config_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--config", type=Path, help="YAML config (params.yaml: tracking and gate sections)")
-    p.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a config value, e.g. --set gate.margins.umd=0.02 or tracking.uri=http://host:5000",
+    add_config_options(
+        p,
+        "YAML config (params.yaml: tracking and gate sections)",
+        "gate.margins.umd=0.02 or tracking.uri=http://host:5000",
     )
 
 
