@@ -36,7 +36,7 @@ from scipy import ndimage
 from trackeval.benchmarks import umd
 from trackeval.config import EngineConfig, EvalConfig, load_config
 from trackeval.config.umd import UMD_ORGANS
-from trackeval.engine.executors import map_cases
+from trackeval.engine.executors import local_cluster, map_cases
 from trackeval.metrics.overlap import dice
 
 SHAPE = (96, 96, 80)
@@ -144,9 +144,9 @@ def main() -> None:
         dsc = result.aggregates["umd/dsc"].value
         print(f"umd/dsc = {dsc:.4f} (identical across executors by construction of the tests)")
         for n, (g, p) in ((quarter, (gt_q, pred_q)), (args.cases, (gt, pred))):
-            from distributed import Client, LocalCluster
+            from distributed import Client
 
-            with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None, host="127.0.0.1") as cl:
+            with local_cluster(2) as cl:
                 with Client(cl) as client:
                     cfg = load_config(
                         None, [f"engine.scheduler={cl.scheduler_address}", "engine.executor=dask", "engine.cache=false"]

@@ -115,11 +115,13 @@ def test_dask_worker_killed_mid_run_results_equal(umd_dataset, tmp_path: Path):
     """A worker process dies while scoring: its cases are rescheduled on the other worker, results unchanged."""
     import threading
 
-    from distributed import Client, LocalCluster
+    from distributed import Client
+
+    from trackeval.engine.executors import local_cluster
 
     gt, pred = umd_dataset(shape=(90, 90, 60), n_subjects=6)
     reference = _run(gt, pred, tmp_path / "ref", "--executor", "local", "--no-cache")
-    with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None, host="127.0.0.1") as cluster:
+    with local_cluster(2) as cluster:
         with Client(cluster) as client:
             pids = client.run(os.getpid)
             killed: list[str] = []

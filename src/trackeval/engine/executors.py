@@ -9,9 +9,9 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ProcessPoolExecutor, wait
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from rich.console import Console
 from rich.progress import (
@@ -25,6 +25,9 @@ from rich.progress import (
 
 from trackeval.config import EngineConfig
 from trackeval.errors import TrackevalError
+
+if TYPE_CHECKING:
+    from distributed import LocalCluster
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -89,12 +92,31 @@ def map_cases(fn: Callable[[T], R], items: Sequence[T], config: EngineConfig, de
             return [f.result() for f in futures]
 
 
+@contextlib.contextmanager
+def local_cluster(n_workers: int) -> Iterator[LocalCluster]:
+    """A ``dask.distributed`` LocalCluster on 127.0.0.1: ``n_workers`` processes of one thread, no dashboard.
+
+    distributed's nanny exports ``MALLOC_TRIM_THRESHOLD_=65536`` into the worker processes (and, as a side
+    effect, into this process's ``os.environ``, so every later subprocess inherits it): glibc then returns freed
+    memory to the OS after nearly every array temporary, and the page faults made scoring 1.5x (UMD) to 4.3x
+    (IMIS-sized 2D masks) slower than in-process (measured with benchmarks/bench_scale.py). The clusters
+    trackeval starts leave it unset; an existing cluster (``--scheduler``) keeps its own settings.
+    """
+    import dask
+    from distributed import LocalCluster
+
+    with dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}):
+        with LocalCluster(
+            n_workers=n_workers, threads_per_worker=1, processes=True, dashboard_address=None, host="127.0.0.1"
+        ) as cluster:
+            yield cluster
+
+
 def _map_dask(
     fn: Callable[[T], R], items: Sequence[T], config: EngineConfig, advance: Callable[[int], None]
 ) -> list[R]:
     """Run on a ``dask.distributed`` cluster: the one at ``config.scheduler`` or a new LocalCluster."""
-    import dask
-    from distributed import Client, LocalCluster, as_completed
+    from distributed import Client, as_completed
 
     with contextlib.ExitStack() as stack:
         if config.scheduler:
@@ -103,20 +125,7 @@ def _map_dask(
             except OSError as exc:
                 raise TrackevalError(f"cannot reach the Dask scheduler at {config.scheduler}: {exc}") from exc
         else:
-            # distributed's nanny sets MALLOC_TRIM_THRESHOLD_=65536 in workers: glibc then returns freed memory to
-            # the OS after nearly every array temporary, and the page faults made scoring 1.5x (UMD) to 4.3x
-            # (IMIS-sized 2D masks) slower than in-process (measured, benchmarks/bench_scale.py). Unset it for the
-            # clusters trackeval starts; an existing cluster keeps its own settings.
-            stack.enter_context(dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}))
-            cluster = stack.enter_context(
-                LocalCluster(
-                    n_workers=default_workers(config),
-                    threads_per_worker=1,
-                    processes=True,
-                    dashboard_address=None,
-                    host="127.0.0.1",
-                )
-            )
+            cluster = stack.enter_context(local_cluster(default_workers(config)))
             client = stack.enter_context(Client(cluster))
         futures = client.map(fn, items, pure=False)
         index = {f.key: i for i, f in enumerate(futures)}
