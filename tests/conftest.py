@@ -27,19 +27,14 @@ def write_manifest(path: Path, rows: list[dict[str, str]]) -> None:
         w.writerows(rows)
 
 
+def evaluate_argv(benchmark: str, gt: Path, pred: Path, out: Path, *extra: str) -> list[str]:
+    """``trackeval evaluate <benchmark>`` arguments for the CLI entry point."""
+    return ["evaluate", benchmark, "--ground-truth", str(gt), "--predictions", str(pred), "--out", str(out), *extra]
+
+
 def umd_argv(gt: Path, pred: Path, out: Path, *extra: str) -> list[str]:
     """``trackeval evaluate umd`` arguments for the CLI entry point."""
-    return [
-        "evaluate",
-        "umd",
-        "--ground-truth",
-        str(gt),
-        "--predictions",
-        str(pred),
-        "--out",
-        str(out),
-        *extra,
-    ]
+    return evaluate_argv("umd", gt, pred, out, *extra)
 
 
 def cube(shape, lo, hi, label: int, out: np.ndarray | None = None) -> np.ndarray:

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from sklearn.metrics import average_precision_score
 
+from tests.conftest import evaluate_argv
 from trackeval.benchmarks.mir3d import RankedList, load_ground_truth, score_region
 from trackeval.cli import main
 from trackeval.config import Mir3dConfig
@@ -18,19 +19,7 @@ METRICS = ("p_at_1", "p_at_3", "p_at_5", "p_at_10", "ap_at_10")
 
 
 def _argv(gt: Path, pred: Path, out: Path, *extra: str) -> list[str]:
-    return [
-        "evaluate",
-        "mir3d",
-        "--ground-truth",
-        str(gt),
-        "--predictions",
-        str(pred),
-        "--out",
-        str(out),
-        "--set",
-        "bootstrap.n_resamples=200",
-        *extra,
-    ]
+    return evaluate_argv("mir3d", gt, pred, out, "--set", "bootstrap.n_resamples=200", *extra)
 
 
 def _run(gt: Path, pred: Path, out: Path, *extra: str) -> dict:

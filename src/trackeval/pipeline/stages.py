@@ -150,7 +150,7 @@ def register_version(cfg: EvalConfig, name: str, version: str, model_dir: Path) 
     ``model`` run and register them as a version of ``name`` tagged ``trackeval.model_version=<version>``; once
     per version (an existing one is returned as is). Returns the registry version number."""
     from trackeval.tracking.mlflow_sink import TAG, Mlflow
-    from trackeval.tracking.registry import VERSION_TAG, find_version
+    from trackeval.tracking.registry import create_version, find_version
 
     ml = Mlflow(cfg.tracking)
     mv = find_version(ml, name, version)
@@ -159,19 +159,8 @@ def register_version(cfg: EvalConfig, name: str, version: str, model_dir: Path) 
     tags = {TAG + "kind": "model", TAG + "model_name": name, TAG + "model_version": version}
     with ml.run(f"model {name}/{version}", tags) as run_id:
         ml.call("log_artifacts", ml.client.log_artifacts, run_id, str(model_dir), "model")
-    if not ml.call("search_registered_models", ml.client.search_registered_models, f"name = '{name}'"):
-        ml.call("create_registered_model", ml.client.create_registered_model, name)
     source = ml.call("get_run", ml.client.get_run, run_id).info.artifact_uri + "/model"
-    mv = ml.call(
-        "create_model_version",
-        ml.client.create_model_version,
-        name,
-        source,
-        run_id=run_id,
-        tags={VERSION_TAG: version},
-        await_creation_for=0,
-    )
-    return str(mv.version)
+    return str(create_version(ml, name, version, source, run_id).version)
 
 
 def track(layout: Layout, cfg: EvalConfig, params: PipelineParams) -> dict[str, dict[str, str]]:

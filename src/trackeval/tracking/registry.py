@@ -54,22 +54,28 @@ def find_version(ml: Mlflow, name: str, version: str) -> Any | None:
     return None
 
 
-def link_version(ml: Mlflow, name: str, version: str, parent_id: str, children: dict[str, str]) -> Any:
-    """Register (once) the model version of an evaluation and point its ``eval_run`` tags at ``children``."""
+def create_version(ml: Mlflow, name: str, version: str, source: str, run_id: str) -> Any:
+    """Register ``source`` (an artifact URI of ``run_id``) as a new version of ``name`` (created if missing),
+    tagged with trackeval model version ``version``."""
     if _registered_model(ml, name) is None:
         ml.call("create_registered_model", ml.client.create_registered_model, name)
+    return ml.call(
+        "create_model_version",
+        ml.client.create_model_version,
+        name,
+        source,
+        run_id=run_id,
+        tags={VERSION_TAG: version},
+        await_creation_for=0,
+    )
+
+
+def link_version(ml: Mlflow, name: str, version: str, parent_id: str, children: dict[str, str]) -> Any:
+    """Register (once) the model version of an evaluation and point its ``eval_run`` tags at ``children``."""
     mv = find_version(ml, name, version)
     if mv is None:
         source = ml.call("get_run", ml.client.get_run, parent_id).info.artifact_uri
-        mv = ml.call(
-            "create_model_version",
-            ml.client.create_model_version,
-            name,
-            source,
-            run_id=parent_id,
-            tags={VERSION_TAG: version},
-            await_creation_for=0,
-        )
+        mv = create_version(ml, name, version, source, parent_id)
     for bench, run_id in children.items():
         ml.call(
             "set_model_version_tag", ml.client.set_model_version_tag, name, mv.version, EVAL_RUN_TAG + bench, run_id
