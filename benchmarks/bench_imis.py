@@ -18,7 +18,7 @@ from scipy import ndimage
 from sklearn.metrics import f1_score
 
 from trackeval.benchmarks.imis import evaluate
-from trackeval.config import EvalConfig
+from trackeval.api import config_model
 from trackeval.demo.imis_data import build_imis_demo
 from trackeval.interactive.runner import write_log
 from trackeval.io.imis import load_cases, read_case
@@ -39,7 +39,7 @@ def _best(fn, repeats: int = 3) -> float:
 def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         demo = build_imis_demo(Path(tmp) / "demo")
-        cfg = EvalConfig.model_validate({"engine": {"executor": "local"}, "bootstrap": {"n_resamples": 100}})
+        cfg = config_model().model_validate({"engine": {"executor": "local"}, "bootstrap": {"n_resamples": 100}})
         log = write_log(demo, GROWER, Path(tmp) / "log", cfg.imis)
         n_lines = len(log.read_text().splitlines())
         live = _best(lambda: evaluate(demo, cfg, model=GROWER))

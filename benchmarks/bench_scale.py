@@ -34,7 +34,8 @@ import numpy as np
 from scipy import ndimage
 
 from trackeval.benchmarks import umd
-from trackeval.config import EngineConfig, EvalConfig, load_config
+from trackeval.api import load_config
+from trackeval.config import EngineConfig, EvalConfig
 from trackeval.config.umd import UMD_ORGANS
 from trackeval.engine.executors import local_cluster, map_cases
 from trackeval.metrics.overlap import dice

@@ -13,9 +13,10 @@ import numpy as np
 
 from tests.conftest import cube, save_nifti, write_manifest
 from trackeval.benchmarks import umd
-from trackeval.config import EvalConfig, load_config
+from trackeval.api import config_model, load_config
+from trackeval.config import EvalConfig
 from trackeval.results import BenchmarkResult
-from trackeval.tracking.files import write_outputs
+from trackeval.io.results_folder import write_outputs
 
 SHAPE = (16, 16, 10)
 SUBJECTS = [f"s{i}" for i in range(6)]

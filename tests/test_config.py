@@ -2,12 +2,13 @@ from pathlib import Path
 
 import pytest
 
-from trackeval.config import UMD_ORGANS, EvalConfig, load_config
+from trackeval.api import load_config
+from trackeval.config import UMD_ORGANS
 from trackeval.errors import ConfigError
 
 
 def test_default_umd_label_map_is_the_13_organs_in_order():
-    labels = EvalConfig().umd.labels
+    labels = load_config().umd.labels
     assert list(labels) == list(UMD_ORGANS)
     assert list(labels.values()) == list(range(1, 14))
     assert UMD_ORGANS[0] == "liver" and UMD_ORGANS[-1] == "stomach" and len(UMD_ORGANS) == 13
@@ -20,7 +21,7 @@ def test_file_and_overrides(tmp_path: Path):
     assert cfg.umd.nsd_tolerance_mm == 2.0 and cfg.umd.hd_percentile == 90.0
     assert cfg.umd.labels == {"liver": 1, "kidneys": (2, 3)}
     assert cfg.bootstrap.seed == 4 and cfg.engine.executor == "local"
-    assert cfg.digest() != EvalConfig().digest()
+    assert cfg.digest() != load_config().digest()
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ import pytest
 
 from tests import gate_data
 from trackeval.benchmarks import mir3d
-from trackeval.config import load_config
+from trackeval.api import gate_policies, load_config
 from trackeval.demo.mir3d_baselines import data_dir, write_baseline
 from trackeval.gate.compare import compare_results
 from trackeval.gate.decide import decide
@@ -26,8 +26,16 @@ def results(tmp_path_factory) -> dict[str, BenchmarkResult]:
 
 
 def _gate(results, candidate: str, *extra: str):
-    cfg = gate_data.config(*extra).gate
-    return decide("seg", candidate, {"umd": results[candidate]}, "champion", {"umd": results["champion"]}, cfg)
+    cfg = gate_data.config(*extra)
+    return decide(
+        "seg",
+        candidate,
+        {"umd": results[candidate]},
+        "champion",
+        {"umd": results["champion"]},
+        cfg.gate,
+        gate_policies(cfg),
+    )
 
 
 def _per_organ(result: BenchmarkResult, organ: str) -> dict[str, float]:
@@ -101,11 +109,11 @@ def test_different_data_digest_is_refused(results):
 
 
 def test_first_version_needs_the_absolute_floor(results):
-    cfg = gate_data.config().gate
-    ok = decide("seg", "champion", {"umd": results["champion"]}, None, None, cfg)
+    cfg = gate_data.config()
+    ok = decide("seg", "champion", {"umd": results["champion"]}, None, None, cfg.gate, gate_policies(cfg))
     assert ok.verdict == "pass" and [c.name for c in ok.checks] == ["audit", "floor"]
-    high = gate_data.config("gate.floors={umd: 0.9}").gate
-    low = decide("seg", "champion", {"umd": results["champion"]}, None, None, high)
+    high = gate_data.config("gate.floors={umd: 0.9}")
+    low = decide("seg", "champion", {"umd": results["champion"]}, None, None, high.gate, gate_policies(high))
     assert low.verdict == "fail" and "0.7534 >= 0.9" in low.checks[1].detail
 
 
@@ -113,15 +121,17 @@ def test_failed_leakage_audit_blocks_promotion(results):
     leaky = results["improved"].model_copy(
         update={"summary": {**results["improved"].summary, "audit/n_subject_overlap": 2}}
     )
-    cfg = gate_data.config().gate
-    d = decide("seg", "improved", {"umd": leaky}, "champion", {"umd": results["champion"]}, cfg)
+    cfg = gate_data.config()
+    d = decide(
+        "seg", "improved", {"umd": leaky}, "champion", {"umd": results["champion"]}, cfg.gate, gate_policies(cfg)
+    )
     assert d.verdict == "fail"
     assert [c.detail for c in d.checks if not c.passed] == ["summary.audit/n_subject_overlap = 2"]
 
 
 def test_missing_benchmark_in_candidate_fails(results):
-    cfg = gate_data.config().gate
-    d = decide("seg", "x", {}, "champion", {"umd": results["champion"]}, cfg)
+    cfg = gate_data.config()
+    d = decide("seg", "x", {}, "champion", {"umd": results["champion"]}, cfg.gate, gate_policies(cfg))
     assert d.verdict == "fail" and "candidate was not" in d.reasons[-1]
 
 

@@ -19,7 +19,7 @@ from sklearn.metrics import roc_auc_score
 
 from trackeval.benchmarks import xray
 from trackeval.benchmarks.xray_tasks.common import TaskInputs
-from trackeval.config import load_config
+from trackeval.api import gate_policies, load_config
 from trackeval.demo.xray_data import NIH_FINDINGS, nih_findings
 from trackeval.gate.compare import compare_results
 from trackeval.gate.decide import decide
@@ -199,8 +199,9 @@ def xray_results(tmp_path_factory) -> dict[str, BenchmarkResult]:
 
 
 def _gate(results: dict[str, BenchmarkResult], candidate: str, champion: str = "champion", *extra: str):
-    cfg = load_config(None, [*OVERRIDES, *extra]).gate
-    return decide("cxr", candidate, {"xray": results[candidate]}, champion, {"xray": results[champion]}, cfg)
+    cfg = load_config(None, [*OVERRIDES, *extra])
+    cand, champ = {"xray/cls": results[candidate]}, {"xray/cls": results[champion]}
+    return decide("cxr", candidate, cand, champion, champ, cfg.gate, gate_policies(cfg))
 
 
 def _labels_scores(result: BenchmarkResult, token: str) -> tuple[np.ndarray, np.ndarray]:
@@ -210,7 +211,7 @@ def _labels_scores(result: BenchmarkResult, token: str) -> tuple[np.ndarray, np.
 
 def test_xray_comparison_rows_match_the_evaluations_and_direct_delong(xray_results):
     cand, base = xray_results["improved"], xray_results["champion"]
-    comp = compare_results(cand, base, "cls/auroc", ("finding",))
+    comp = compare_results(cand, base, "auroc", ("finding",))
     assert comp.method == "delong" and not comp.problems
     rows = {r.key: r for r in comp.rows}
     head = rows["xray/cls/auroc"]
@@ -228,7 +229,7 @@ def test_xray_comparison_rows_match_the_evaluations_and_direct_delong(xray_resul
     assert head.delta == pytest.approx(np.mean([r.delta for r in comp.rows[1:]]), abs=1e-12)
     # case order does not matter: images are paired by case id
     shuffled = cand.model_copy(update={"cases": cand.cases[::-1]})
-    again = compare_results(shuffled, base, "cls/auroc", ("finding",))
+    again = compare_results(shuffled, base, "auroc", ("finding",))
     assert [r.model_dump() for r in again.rows] == [r.model_dump() for r in comp.rows]
 
 
@@ -265,7 +266,16 @@ def test_one_finding_regressing_is_rejected_by_the_worst_group_guard(xray_result
 def test_different_image_ids_are_refused(xray_results):
     cand = xray_results["improved"]
     fewer = cand.model_copy(update={"cases": cand.cases[1:]})
-    d = decide("cxr", "improved", {"xray": fewer}, "champion", {"xray": xray_results["champion"]}, _gate_cfg())
+    cfg = load_config(None, OVERRIDES)
+    d = decide(
+        "cxr",
+        "improved",
+        {"xray/cls": fewer},
+        "champion",
+        {"xray/cls": xray_results["champion"]},
+        cfg.gate,
+        gate_policies(cfg),
+    )
     (check,) = [c for c in d.checks if not c.passed]
     assert check.name == "pairing" and "case sets differ: 0 case(s) only in the candidate" in check.detail
     assert cand.cases[0].case_id in check.detail and d.comparisons[0].rows == []
@@ -276,18 +286,14 @@ def test_differing_labels_and_missing_labels_are_pairing_problems(xray_results):
     first = cand.cases[0]
     flipped = {**first.metrics, "hernia": {**first.metrics["hernia"], "label": 1.0 - first.metrics["hernia"]["label"]}}
     changed = cand.model_copy(update={"cases": [first.model_copy(update={"metrics": flipped}), *cand.cases[1:]]})
-    comp = compare_results(changed, base, "cls/auroc", ("finding",))
+    comp = compare_results(changed, base, "auroc", ("finding",))
     assert comp.rows == [] and len(comp.problems) == 1
     assert "labels differ" in comp.problems[0] and first.case_id in comp.problems[0] and "hernia" in comp.problems[0]
     bare = [c.model_copy(update={"metrics": {}}) for c in cand.cases]
     no_labels = compare_results(
-        cand.model_copy(update={"cases": bare}), base.model_copy(update={"cases": bare}), "cls/auroc", ()
+        cand.model_copy(update={"cases": bare}), base.model_copy(update={"cases": bare}), "auroc", ()
     )
     assert no_labels.rows == [] and "no per-image 'label'/'score'" in no_labels.problems[0]
-
-
-def _gate_cfg():
-    return load_config(None, OVERRIDES).gate
 
 
 def test_case_group_rows_recompute_the_macro_delong_on_their_images(xray_results):
@@ -297,7 +303,7 @@ def test_case_group_rows_recompute_the_macro_delong_on_their_images(xray_results
         cases = [c.model_copy(update={"groups": {"view": "pa" if int(c.case_id[-5]) % 2 else "ap"}}) for c in r.cases]
         return r.model_copy(update={"cases": cases})
 
-    comp = compare_results(with_view(cand), with_view(base), "cls/auroc", ("view",))
+    comp = compare_results(with_view(cand), with_view(base), "auroc", ("view",))
     assert [r.key for r in comp.rows] == ["xray/cls/auroc", "xray/cls/auroc/by_view/ap", "xray/cls/auroc/by_view/pa"]
     tokens = [f.lower() for f in NIH_FINDINGS]
     cases_c = sorted(cand.cases, key=lambda c: c.case_id)

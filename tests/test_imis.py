@@ -16,7 +16,8 @@ from sklearn.metrics import f1_score
 
 from trackeval.benchmarks.imis import aggregate, evaluate
 from trackeval.cli import main
-from trackeval.config import EvalConfig, load_config
+from trackeval.api import config_model, load_config
+from trackeval.config import EvalConfig
 from trackeval.config.imis import IMISConfig
 from trackeval.demo.imis_data import build_imis_demo
 from trackeval.errors import InputError
@@ -45,7 +46,9 @@ def real_masks(demo) -> list[np.ndarray]:
 
 
 def _cfg(**imis) -> EvalConfig:
-    return EvalConfig.model_validate({"imis": imis, "engine": {"executor": "local"}, "bootstrap": {"n_resamples": 200}})
+    return config_model().model_validate(
+        {"imis": imis, "engine": {"executor": "local"}, "bootstrap": {"n_resamples": 200}}
+    )
 
 
 # --- click simulator on real masks -------------------------------------------------------------------------
@@ -157,7 +160,7 @@ def test_image_level_vs_mask_level_hand_computed():
         )
 
     records = [rec("a", {"liver": 1.0, "spleen": 0.5}, "abdomen"), rec("b", {"liver": 0.0}, "thorax")]
-    cfg = EvalConfig.model_validate({"imis": {"max_turns": 1, "noc_thresholds": [0.9]}})
+    cfg = config_model().model_validate({"imis": {"max_turns": 1, "noc_thresholds": [0.9]}})
     agg = aggregate(records, cfg, ("point",))
     assert agg["imis/dice/by_prompt/point"].value == pytest.approx((0.75 + 0.0) / 2)  # image level
     assert agg["imis/mask_level/dice/by_prompt/point"].value == pytest.approx((1.0 + 0.5 + 0.0) / 3)

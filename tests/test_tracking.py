@@ -25,8 +25,9 @@ from tests import gate_data
 from tests.conftest import umd_argv
 from trackeval.cli import main
 from trackeval.results import BenchmarkResult
-from trackeval.tracking import mlflow_sink
-from trackeval.tracking.mlflow_sink import idempotency_key, read_results
+from trackeval.tracking import track as mlflow_sink
+from trackeval.io.results_folder import read_results
+from trackeval.tracking.lineage import idempotency_key
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 MLFLOW_BIN = Path(sys.executable).with_name("mlflow")

@@ -1,3 +1,24 @@
-"""trackeval: evaluate medical-imaging model versions, track them in MLflow and gate their promotion."""
+"""trackeval: evaluate medical-imaging model versions, track them in MLflow and gate their promotion.
 
-__version__ = "0.1.0"
+``trackeval.evaluate(name, inputs, config=None, model=None)`` scores one benchmark unit (see
+:func:`trackeval.api.evaluate`); ``trackeval.load_config`` builds the configuration. Both are imported on
+first use, so ``import trackeval`` stays light.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.2.0"
+__all__ = ["__version__", "evaluate", "load_config"]
+
+if TYPE_CHECKING:
+    from trackeval.api import evaluate, load_config
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("evaluate", "load_config"):
+        from trackeval import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'trackeval' has no attribute {name!r}")

@@ -1,8 +1,8 @@
 """The results contract: per-case records and aggregates, the single source for every sink.
 
-Shape (Grand-Challenge / nnU-Net style, see DESIGN.md)::
+Shape (Grand-Challenge / nnU-Net style, see ``docs/design.md``)::
 
-    {"schema_version", "benchmark", "model", "config", "data": {"digest", ...},
+    {"schema_version", "benchmark", "task", "model", "config", "data": {"digest", ...}, "plots": [...],
      "summary": {...counts...}, "warnings": [...],
      "cases": [{case_id, subject_id, groups, metrics: {item: {metric: value}}, status, message}],
      "aggregates": {key: {value, ci95_low, ci95_high, n, n_valid}}}
@@ -23,7 +23,9 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-SCHEMA_VERSION = "1.0"
+#: Results schema version: the major part changes when a field is removed, renamed or changes meaning; the minor
+#: part when an optional field is added (1.1: ``task`` and ``plots``). Readers accept every 1.x file.
+SCHEMA_VERSION = "1.1"
 
 _KEY = re.compile(r"^[a-z0-9_]+(/[a-z0-9_]+)*$")
 
@@ -77,6 +79,21 @@ class MetricSummary(_Model):
         return _nan_to_none(v)
 
 
+class PlotSpec(_Model):
+    """A figure a benchmark unit declares: the report draws it and the DVC pipeline writes it as ``plot.csv``.
+
+    ``metric``: aggregate key relative to the unit (``dsc`` -> ``umd/dsc``); ``dimension``: the breakdown
+    (``organ`` -> ``umd/dsc/by_organ/<organ>``). ``kind``: ``bar`` (one bar per group, 95% CI whiskers),
+    ``line`` (groups are ordered numbers, e.g. clicks) or ``roc`` (ROC curve pooled over every case x item
+    that carries a 0/1 ``label`` and a ``score``; ``metric`` and ``dimension`` name the axis then).
+    """
+
+    metric: str
+    dimension: str
+    kind: Literal["bar", "line", "roc"] = "bar"
+    title: str = ""
+
+
 class DataInfo(_Model):
     """Content digests of the evaluated inputs (sha256 over file bytes, case by case)."""
 
@@ -91,6 +108,8 @@ class BenchmarkResult(_Model):
 
     schema_version: str = SCHEMA_VERSION
     benchmark: str
+    #: the task of a multi-task benchmark (X-ray ``cls``, ``seg``...); "" for a single-unit benchmark
+    task: str = ""
     model: dict[str, str] = Field(default_factory=dict)
     config: dict[str, Any]
     config_digest: str
@@ -101,6 +120,25 @@ class BenchmarkResult(_Model):
     warnings: list[str] = Field(default_factory=list)
     cases: list[CaseRecord]
     aggregates: dict[str, MetricSummary]
+    #: the unit's declared figures (empty in 1.0 files)
+    plots: list[PlotSpec] = Field(default_factory=list)
+
+    @field_validator("schema_version")
+    @classmethod
+    def _readable_version(cls, v: str) -> str:
+        if v.split(".")[0] != SCHEMA_VERSION.split(".")[0]:
+            raise ValueError(f"results schema {v} is not readable by this trackeval (reads {SCHEMA_VERSION[0]}.x)")
+        return v
+
+    @property
+    def unit(self) -> str:
+        """The benchmark unit's name: ``benchmark`` or ``benchmark/task`` (the key tracking and the gate use).
+
+        A 1.0 file of a multi-task benchmark has no ``task`` field; the task recorded under
+        ``config.<benchmark>_run.task`` is used then.
+        """
+        task = self.task or str(self.config.get(f"{self.benchmark}_run", {}).get("task", ""))
+        return f"{self.benchmark}/{task}" if task else self.benchmark
 
     @field_validator("aggregates")
     @classmethod

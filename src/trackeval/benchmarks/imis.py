@@ -20,7 +20,6 @@ recomputed on each resample of images, with the same resamples as the image leve
 
 from __future__ import annotations
 
-import argparse
 import logging
 import math
 import warnings
@@ -28,17 +27,26 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from trackeval.benchmarks.registry import BenchmarkSpec, register
 from trackeval.config import EvalConfig
 from trackeval.config.imis import IMISConfig
 from trackeval.engine.executors import map_cases
 from trackeval.errors import InputError
 from trackeval.interactive.logs import InteractionLog, masks_digest, read_log, verify_case
-from trackeval.interactive.loop import interact_case, load_model, sequence_metrics
+from trackeval.interactive.loop import interact_case, load_model, parse_model_args, sequence_metrics
 from trackeval.interactive.protocol import noc_key, supported_prompts
 from trackeval.io.imis import IMISCase, load_cases, read_case
-from trackeval.results import BenchmarkResult, CaseRecord, MetricSummary, build_result, metric_key, sha256_text
+from trackeval.results import (
+    BenchmarkResult,
+    CaseRecord,
+    MetricSummary,
+    PlotSpec,
+    build_result,
+    metric_key,
+    sha256_text,
+)
+from trackeval.spec import BenchmarkSpec, PrimaryMetric
 from trackeval.stats.bootstrap import bootstrap_means, group_seed, nanmean_cols, percentiles, weight_blocks
 
 log = logging.getLogger(__name__)
@@ -284,53 +292,54 @@ def evaluate(
     )
 
 
-def parse_model_args(items: list[str]) -> dict[str, str]:
-    """``["k=v", ...]`` -> ``{k: v}`` (factory keyword arguments); InputError on a malformed item."""
-    out = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key.isidentifier():
-            raise InputError(f"--model-arg expects NAME=VALUE, got {item!r}", field="--model-arg")
-        out[key] = value
-    return out
+class IMISInputs(BaseModel):
+    """Inputs of ``trackeval evaluate imis``: the dataset and exactly one of ``model`` (live) or
+    ``predictions`` (offline log)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    ground_truth: Path = Field(description="IMIS dataset folder (dataset.json) or NIfTI manifest folder")
+    model: str | None = Field(None, description="live mode: MODULE:FACTORY or an MLflow model URI (models:/name/1)")
+    predictions: Path | None = Field(None, description="offline mode: interaction log LOG.jsonl to verify and score")
+    model_arg: list[str] = Field(default_factory=list, description="factory keyword argument NAME=VALUE (repeatable)")
+
+    @model_validator(mode="after")
+    def _one_mode(self) -> IMISInputs:
+        if (self.model is None) == (self.predictions is None):
+            raise ValueError("give exactly one of --model (live) or --predictions LOG.jsonl (offline)")
+        return self
 
 
-def _add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--ground-truth", type=Path, required=True, help="IMIS dataset folder (dataset.json) or NIfTI manifest folder"
-    )
-    mode = p.add_mutually_exclusive_group(required=True)
-    mode.add_argument("--model", help="live mode: MODULE:FACTORY or an MLflow model URI (models:/name/1)")
-    mode.add_argument("--predictions", type=Path, help="offline mode: interaction log LOG.jsonl to verify and score")
-    p.add_argument(
-        "--model-arg", action="append", default=[], metavar="NAME=VALUE", help="factory keyword argument (repeatable)"
-    )
-
-
-def _run(args: argparse.Namespace, cfg: EvalConfig, model: dict[str, str]) -> BenchmarkResult:
+def _evaluate(inputs: IMISInputs, cfg: EvalConfig, model: dict[str, str]) -> BenchmarkResult:
     return evaluate(
-        args.ground_truth,
+        inputs.ground_truth,
         cfg,
-        model=args.model,
-        model_kwargs=parse_model_args(args.model_arg),
-        log_path=args.predictions,
+        model=inputs.model,
+        model_kwargs=parse_model_args(inputs.model_arg),
+        log_path=inputs.predictions,
         model_info=model,
     )
 
 
-SPEC = register(
-    BenchmarkSpec(
-        name=NAME,
-        help="IMIS: interactive segmentation (click protocol, live model or verified logs), Dice/NoC",
-        add_arguments=_add_arguments,
-        run=_run,
-        summary_metrics=(
-            "dice/by_prompt/point",
-            "dice/by_prompt/box",
-            "dice/by_click/9",
-            "noc_85",
-            "noc_90",
-            "dice_auc",
-        ),
-    )
+SPEC = BenchmarkSpec(
+    name=NAME,
+    help="IMIS: interactive segmentation (click protocol, live model or verified logs), Dice/NoC",
+    inputs=IMISInputs,
+    config_section="imis",
+    config_model=IMISConfig,
+    evaluate=_evaluate,
+    primary=PrimaryMetric("dice_auc", margin=0.01, group_margin=0.05, floor=0.5),
+    group_dimensions=("modality", "region"),
+    plots=(
+        PlotSpec(metric="dice", dimension="click", kind="line", title="Dice vs clicks"),
+        PlotSpec(metric="dice", dimension="prompt"),
+    ),
+    summary_metrics=(
+        "dice/by_prompt/point",
+        "dice/by_prompt/box",
+        "dice/by_click/9",
+        "noc_85",
+        "noc_90",
+        "dice_auc",
+    ),
 )

@@ -32,7 +32,6 @@ Scoring is one vectorised pass per region (no per-case files to read), so it run
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import logging
@@ -40,14 +39,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
 
-from trackeval.benchmarks.registry import BenchmarkSpec, register
 from trackeval.config import EvalConfig, Mir3dConfig
 from trackeval.config.base import KEY_TOKEN
 from trackeval.errors import ConfigError, InputError
 from trackeval.io.tables import read_csv_rows
 from trackeval.metrics.ranking import average_precision, label_relevance, precision_at_10_original_quirk, precision_at_k
-from trackeval.results import BenchmarkResult, CaseRecord, MetricSummary, build_result, metric_key
+from trackeval.results import BenchmarkResult, CaseRecord, MetricSummary, PlotSpec, build_result, metric_key
+from trackeval.spec import BenchmarkSpec, PrimaryMetric
 from trackeval.stats.bootstrap import bootstrap_means, group_seed
 
 log = logging.getLogger(__name__)
@@ -462,31 +462,32 @@ def evaluate(gt_dir: Path, predictions: Path, cfg: EvalConfig, model: dict[str, 
     )
 
 
-def _add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--ground-truth",
-        type=Path,
-        required=True,
-        help="3D-MIR folder: 3DMIR_labels/<region>_labels_and_captions.csv, Data_Splits/<region>_full_*_split.csv",
+class Mir3dInputs(BaseModel):
+    """Inputs of ``trackeval evaluate mir3d``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    ground_truth: Path = Field(
+        description="3D-MIR folder: 3DMIR_labels/<region>_labels_and_captions.csv, Data_Splits/<region>_full_*_split.csv"
     )
-    p.add_argument(
-        "--predictions",
-        type=Path,
-        required=True,
-        help="rankings.csv (region,query,rank,retrieved[,score]; rank from 1) or .jsonl with the same fields",
+    predictions: Path = Field(
+        description="rankings.csv (region,query,rank,retrieved[,score]; rank from 1) or .jsonl with the same fields"
     )
 
 
-def _run(args: argparse.Namespace, cfg: EvalConfig, model: dict[str, str]) -> BenchmarkResult:
-    return evaluate(args.ground_truth, args.predictions, cfg, model)
+def _evaluate(inputs: Mir3dInputs, cfg: EvalConfig, model: dict[str, str]) -> BenchmarkResult:
+    return evaluate(inputs.ground_truth, inputs.predictions, cfg, model)
 
 
-SPEC = register(
-    BenchmarkSpec(
-        name=NAME,
-        help="3D-MIR: volume retrieval P@k and AP@10 by lesion flag and lesion group",
-        add_arguments=_add_arguments,
-        run=_run,
-        summary_metrics=("flag/p_at_10", "flag/ap_at_10", "group/p_at_10", "group/ap_at_10"),
-    )
+SPEC = BenchmarkSpec(
+    name=NAME,
+    help="3D-MIR: volume retrieval P@k and AP@10 by lesion flag and lesion group",
+    inputs=Mir3dInputs,
+    config_section="mir3d",
+    config_model=Mir3dConfig,
+    evaluate=_evaluate,
+    primary=PrimaryMetric("group/ap_at_10", margin=0.01, group_margin=0.05, floor=0.1),
+    group_dimensions=("region",),
+    plots=(PlotSpec(metric="group/ap_at_10", dimension="region"), PlotSpec(metric="flag/ap_at_10", dimension="region")),
+    summary_metrics=("flag/p_at_10", "flag/ap_at_10", "group/p_at_10", "group/ap_at_10"),
 )

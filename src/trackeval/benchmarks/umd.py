@@ -15,7 +15,6 @@ subjects.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import logging
@@ -24,9 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
 
 from trackeval.audit.leakage import AuditFinding, audit_against_training
-from trackeval.benchmarks.registry import BenchmarkSpec, register
 from trackeval.benchmarks.segmentation import present_labels, score_segmentation
 from trackeval.benchmarks.summaries import mean_summaries
 from trackeval.config import EvalConfig, UMDConfig
@@ -41,11 +40,13 @@ from trackeval.results import (
     BenchmarkResult,
     CaseRecord,
     MetricSummary,
+    PlotSpec,
     build_result,
     item_matrix,
     metric_key,
     sha256_text,
 )
+from trackeval.spec import BenchmarkSpec, PrimaryMetric
 
 log = logging.getLogger(__name__)
 
@@ -289,21 +290,28 @@ def evaluate(gt_dir: Path, pred_dir: Path, cfg: EvalConfig, model: dict[str, str
     )
 
 
-def _add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--ground-truth", type=Path, required=True, help="folder with manifest.csv and <case_id>.nii.gz")
-    p.add_argument("--predictions", type=Path, required=True, help="folder with <case_id>.nii.gz predictions")
+class UMDInputs(BaseModel):
+    """Inputs of ``trackeval evaluate umd``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    ground_truth: Path = Field(description="folder with manifest.csv and <case_id>.nii.gz")
+    predictions: Path = Field(description="folder with <case_id>.nii.gz predictions")
 
 
-def _run(args: argparse.Namespace, cfg: EvalConfig, model: dict[str, str]) -> BenchmarkResult:
-    return evaluate(args.ground_truth, args.predictions, cfg, model)
+def _evaluate(inputs: UMDInputs, cfg: EvalConfig, model: dict[str, str]) -> BenchmarkResult:
+    return evaluate(inputs.ground_truth, inputs.predictions, cfg, model)
 
 
-SPEC = register(
-    BenchmarkSpec(
-        name=NAME,
-        help="UMD: 13-organ Dice/NSD/HD95, PET vs CT/MRI paired gap",
-        add_arguments=_add_arguments,
-        run=_run,
-        summary_metrics=AGG_METRICS,
-    )
+SPEC = BenchmarkSpec(
+    name=NAME,
+    help="UMD: 13-organ Dice/NSD/HD95, PET vs CT/MRI paired gap",
+    inputs=UMDInputs,
+    config_section="umd",
+    config_model=UMDConfig,
+    evaluate=_evaluate,
+    primary=PrimaryMetric("dsc", margin=0.01, group_margin=0.05, floor=0.5),
+    group_dimensions=("organ", "modality"),
+    plots=(PlotSpec(metric="dsc", dimension="organ"), PlotSpec(metric="dsc", dimension="modality")),
+    summary_metrics=AGG_METRICS,
 )

@@ -10,23 +10,26 @@ loc      COCO ground truth / COCO results               map_50 (+ by_category), 
 report   references.jsonl / predictions.jsonl           bleu_1..bleu_4, rouge_l, cider
 =======  =============================================  =========================================
 
-Each task lives in :mod:`trackeval.benchmarks.xray_tasks`; this module parses the options, dispatches and
+Each task lives in :mod:`trackeval.benchmarks.xray_tasks`; this module declares one benchmark unit per task
+(``xray/cls``, ``xray/seg``, ...: each tracked, compared and gated on its own primary metric), dispatches and
 wraps the task's output into a :class:`~trackeval.results.BenchmarkResult`. The task and the protocol facts
 decided at run time (e.g. where the operating point was chosen) are recorded under ``config.xray_run``.
 """
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Callable
 from pathlib import Path
 
-from trackeval.benchmarks.registry import BenchmarkSpec, register
+from pydantic import BaseModel, ConfigDict, Field
+
 from trackeval.benchmarks.xray_tasks import cls, loc, report, ret, seg
 from trackeval.benchmarks.xray_tasks.common import TaskInputs, TaskOutput
 from trackeval.config import EvalConfig
+from trackeval.config.xray import XRayConfig
 from trackeval.errors import InputError
-from trackeval.results import BenchmarkResult, build_result
+from trackeval.results import BenchmarkResult, PlotSpec, build_result
+from trackeval.spec import BenchmarkSpec, PrimaryMetric
 
 NAME = "xray"
 
@@ -51,7 +54,7 @@ def evaluate(task: str, inputs: TaskInputs, cfg: EvalConfig, model: dict[str, st
     config = cfg.model_dump(mode="json", include={"bootstrap", "xray"})
     config["xray"] = {task: config["xray"][task]}
     config["xray_run"] = {"task": task, **out.params}
-    return build_result(
+    result = build_result(
         NAME,
         model=model,
         config=config,
@@ -63,37 +66,95 @@ def evaluate(task: str, inputs: TaskInputs, cfg: EvalConfig, model: dict[str, st
         aggregates=out.aggregates,
         item_kind=out.item_kind,
     )
+    return result.model_copy(update={"task": task})
 
 
-def _add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--task", required=True, choices=list(TASKS), help="which X-ray task to score")
-    p.add_argument(
-        "--ground-truth",
-        type=Path,
-        required=True,
-        help="cls/ret: labels.csv; seg: folder of label maps; loc: COCO json; report: references.jsonl",
+class XRayInputs(BaseModel):
+    """Inputs of one X-ray task; ``validation`` is only read by ``cls`` and ``label_names`` only by ``seg``
+    (given to another task they are an error naming the option)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    ground_truth: Path = Field(
+        description="cls/ret: labels.csv; seg: folder of label maps; loc: COCO json; report: references.jsonl"
     )
-    p.add_argument(
-        "--predictions",
-        type=Path,
-        required=True,
-        help="cls: scores.csv; ret: rankings.csv; seg: folder; loc: COCO results json; report: predictions.jsonl",
+    predictions: Path = Field(
+        description="cls: scores.csv; ret: rankings.csv; seg: folder; loc: COCO results json; report: predictions.jsonl"
     )
-    p.add_argument("--validation", type=Path, help="cls: folder with labels.csv + scores.csv to choose thresholds on")
-    p.add_argument("--label-names", type=Path, help="seg: CSV id,name of the classes")
-
-
-def _run(args: argparse.Namespace, cfg: EvalConfig, model: dict[str, str]) -> BenchmarkResult:
-    inputs = TaskInputs(args.ground_truth, args.predictions, args.validation, args.label_names)
-    return evaluate(args.task, inputs, cfg, model)
-
-
-SPEC = register(
-    BenchmarkSpec(
-        name=NAME,
-        help="multi-anatomy X-ray: --task cls|seg|ret|loc|report",
-        add_arguments=_add_arguments,
-        run=_run,
-        summary_metrics=("cls/auroc", "seg/dsc", "ret/p_at_1", "loc/map_50", "report/bleu_4"),
+    validation: Path | None = Field(
+        None, description="cls: folder with labels.csv + scores.csv to choose thresholds on"
     )
+    label_names: Path | None = Field(None, description="seg: CSV id,name of the classes")
+
+
+def _task_evaluator(task: str) -> Callable[[XRayInputs, EvalConfig, dict[str, str]], BenchmarkResult]:
+    def run(inputs: XRayInputs, cfg: EvalConfig, model: dict[str, str]) -> BenchmarkResult:
+        paths = TaskInputs(inputs.ground_truth, inputs.predictions, inputs.validation, inputs.label_names)
+        return evaluate(task, paths, cfg, model)
+
+    return run
+
+
+def _unit(task: str, help: str, primary: PrimaryMetric, dims: tuple[str, ...], plots: tuple[PlotSpec, ...],
+          summary: tuple[str, ...]) -> BenchmarkSpec:  # fmt: skip
+    return BenchmarkSpec(
+        name=f"{NAME}/{task}",
+        help=help,
+        inputs=XRayInputs,
+        config_section=NAME,
+        config_model=XRayConfig,
+        evaluate=_task_evaluator(task),
+        primary=primary,
+        group_dimensions=dims,
+        plots=plots,
+        summary_metrics=summary,
+    )
+
+
+#: One unit per task (``xray/cls`` ...), each tracked, compared and gated on its own primary metric.
+SPECS: tuple[BenchmarkSpec, ...] = (
+    _unit(
+        "cls",
+        "multi-label classification: AUROC (DeLong CI), operating point at 95% sensitivity, ECE",
+        PrimaryMetric("auroc", margin=0.01, group_margin=0.05, floor=0.6),
+        ("finding",),
+        (
+            PlotSpec(metric="auroc", dimension="finding", kind="roc", title="ROC"),
+            PlotSpec(metric="auroc", dimension="finding"),
+        ),
+        ("auroc", "spec_at_sens95", "ece"),
+    ),
+    _unit(
+        "seg",
+        "2D segmentation: Dice and mIoU per class",
+        PrimaryMetric("dsc", margin=0.01, group_margin=0.05, floor=0.5),
+        ("class",),
+        (PlotSpec(metric="dsc", dimension="class"),),
+        ("dsc", "miou"),
+    ),
+    _unit(
+        "ret",
+        "image retrieval: P@k by label",
+        PrimaryMetric("p_at_1", margin=0.01, group_margin=0.05, floor=0.1),
+        (),
+        (),
+        ("p_at_1", "p_at_5", "p_at_10"),
+    ),
+    _unit(
+        "loc",
+        "box localisation: mAP@50 (COCO 101-point) per category, grounding mIoU",
+        # mAP is not a mean over images: a paired comparison reports "no paired values"; floors still apply
+        PrimaryMetric("map_50", margin=0.01, group_margin=0.05, floor=0.3),
+        (),
+        (PlotSpec(metric="map_50", dimension="category"),),
+        ("map_50", "miou"),
+    ),
+    _unit(
+        "report",
+        "report generation: BLEU-1..4, ROUGE-L, CIDEr-D",
+        PrimaryMetric("rouge_l", margin=0.01, group_margin=0.05, floor=0.1),
+        (),
+        (),
+        ("bleu_4", "rouge_l", "cider"),
+    ),
 )

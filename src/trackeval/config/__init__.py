@@ -1,8 +1,10 @@
 """Validated configuration: params.yaml / --config files and ``--set key=value`` overrides.
 
-Every knob that changes a number lives here, so that the whole configuration can be logged as params and
-hashed into the results (same inputs + same config -> byte-identical results.json). One module per
-benchmark section; :class:`EvalConfig` composes them.
+Every knob that changes a number lives in a section, so that the whole configuration can be logged as params
+and hashed into the results (same inputs + same config -> byte-identical results.json). :class:`EvalConfig`
+holds the shared sections (bootstrap, engine, tracking, gate); the benchmark sections (``umd``, ``xray``...)
+are declared by the registered benchmark units, and :func:`trackeval.api.config_model` composes the full model
+(:func:`trackeval.api.load_config` is the usual entry point). The built-in sections' models live here too.
 """
 
 from __future__ import annotations
@@ -10,13 +12,13 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 from pydantic import ValidationError
 
 from trackeval.config.base import BootstrapConfig, EngineConfig, Section
-from trackeval.config.gate import PRIMARY_METRICS, GateConfig, TrackingConfig
+from trackeval.config.gate import GateConfig, TrackingConfig
 from trackeval.config.imis import IMISConfig
 from trackeval.config.mir3d import Mir3dConfig
 from trackeval.config.umd import UMD_ORGANS, UMDConfig
@@ -24,7 +26,6 @@ from trackeval.config.xray import XRayConfig
 from trackeval.errors import ConfigError
 
 __all__ = [
-    "PRIMARY_METRICS",
     "GateConfig",
     "TrackingConfig",
     "UMD_ORGANS",
@@ -35,27 +36,33 @@ __all__ = [
     "Mir3dConfig",
     "UMDConfig",
     "XRayConfig",
-    "load_config",
+    "parse_config",
 ]
 
 
 class EvalConfig(Section):
-    """Top-level configuration; one section per benchmark plus the shared engine and bootstrap."""
+    """The shared sections; the full model (:func:`trackeval.api.config_model`) adds one field per benchmark
+    config section declared by the registered units (``cfg.umd``, ``cfg.xray``...)."""
 
     bootstrap: BootstrapConfig = BootstrapConfig()
     engine: EngineConfig = EngineConfig()
-    umd: UMDConfig = UMDConfig()
     tracking: TrackingConfig = TrackingConfig()
     gate: GateConfig = GateConfig()
-    mir3d: Mir3dConfig = Mir3dConfig()
-    imis: IMISConfig = IMISConfig()
-    xray: XRayConfig = XRayConfig()
+
+    def section(self, name: str) -> Section:
+        """The config section ``name`` (a benchmark section such as ``umd``)."""
+        value = getattr(self, name, None)
+        if not isinstance(value, Section):
+            raise ConfigError(f"the configuration has no section {name!r}")
+        return value
 
     def digest(self) -> str:
         """sha256 of the canonical JSON of this config (the ``params hash``)."""
         blob = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()
 
+
+C = TypeVar("C", bound=EvalConfig)
 
 #: The params.yaml section that holds pipeline knobs (demo sizes, training); not part of the evaluation config.
 PIPELINE_SECTION = "pipeline"
@@ -72,8 +79,8 @@ def _set_dotted(tree: dict[str, Any], dotted: str, value: Any) -> None:
     node[parts[-1]] = value
 
 
-def load_config(path: Path | None = None, overrides: list[str] | None = None) -> EvalConfig:
-    """Build an :class:`EvalConfig` from an optional YAML file and ``key=value`` overrides.
+def parse_config(model: type[C], path: Path | None = None, overrides: list[str] | None = None) -> C:
+    """Build a ``model`` (an :class:`EvalConfig` model) from an optional YAML file and ``key=value`` overrides.
 
     The file may be the pipeline's ``params.yaml``: its ``pipeline`` section (demo data and training knobs) is
     ignored here; every other top-level key must be an evaluation section. Overrides use dotted keys
@@ -101,7 +108,7 @@ def load_config(path: Path | None = None, overrides: list[str] | None = None) ->
         _set_dotted(tree, key.strip(), value)
         source += f" + --set {key.strip()}"
     try:
-        return EvalConfig.model_validate(tree)
+        return model.model_validate(tree)
     except ValidationError as exc:
         first = exc.errors()[0]
         loc = ".".join(str(p) for p in first["loc"])

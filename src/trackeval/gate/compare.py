@@ -1,6 +1,6 @@
 """Paired comparison of two results of one benchmark: deltas with CIs per headline and breakdown group.
 
-Both results must come from the same cases: the same benchmark, ground-truth digest (truth files +
+Both results must come from the same cases: the same benchmark unit, ground-truth digest (truth files +
 manifest), protocol configuration digest and case-id set. Otherwise the comparison carries ``problems`` (a
 clear reason each) and no rows: unpaired numbers are never compared.
 
@@ -75,8 +75,8 @@ class BenchmarkComparison(BaseModel):
 def pairing_problems(cand: BenchmarkResult, base: BenchmarkResult) -> list[str]:
     """Reasons why two results are not evaluations of the same cases under the same protocol ([] if paired)."""
     problems = []
-    if cand.benchmark != base.benchmark:
-        problems.append(f"different benchmarks: {cand.benchmark} vs {base.benchmark}")
+    if cand.unit != base.unit:
+        problems.append(f"different benchmark units: {cand.unit} vs {base.unit}")
     if cand.data.ground_truth_digest != base.data.ground_truth_digest:
         problems.append(
             f"data digest mismatch: the ground truth differs ({cand.data.ground_truth_digest[:12]} vs "
@@ -177,7 +177,7 @@ def compare_results(
     confidence: float = 0.95,
     labels: tuple[str, str] = ("candidate", "baseline"),
 ) -> BenchmarkComparison:
-    """Paired deltas of ``<benchmark>/<metric>`` overall and per breakdown group in ``dimensions``.
+    """Paired deltas of ``<unit>/<metric>`` overall and per breakdown group in ``dimensions``.
 
     Rows: the headline (mean over items of the per-item mean deltas; for AUROC the macro mean over findings of
     the AUC differences), then one row per item (when ``item_kind`` is a listed dimension) and one per value of
@@ -186,7 +186,7 @@ def compare_results(
     reproducible and independent of which other rows exist); with DeLong (AUROC) the rows are analytic and
     ``n_resamples``/``seed`` are unused.
     """
-    bench = cand.benchmark
+    bench = cand.unit
     head_key = metric_key(bench, *metric.split("/"))
     per_case = metric.rsplit("/", 1)[-1]
     problems = pairing_problems(cand, base)

@@ -1,36 +1,40 @@
-"""The promotion gate's decision rules: pure functions of two sets of results and a :class:`GateConfig`.
+"""The promotion gate's decision rules: pure functions of two sets of results, a :class:`GateConfig` and the
+units' policies (:mod:`trackeval.gate.policy`).
 
-Per benchmark (primary metric, higher is better; delta = candidate - champion, paired on case ids):
+Per benchmark unit (primary metric; delta = candidate - champion, paired on case ids; the bounds below are for
+a higher-is-better metric and mirror for a lower-is-better one):
 
 1. **Pairing**: same ground-truth digest, protocol config and case set, else the gate fails with the reason.
 2. **Non-inferiority**: lower bound of the paired-bootstrap 95% CI of the headline delta > ``-margin``
    (for AUROC: the DeLong Wald CI of the macro AUC difference, see :mod:`trackeval.gate.compare`).
-   Every benchmark must pass (an intersection-union rule: no multiplicity adjustment is needed across
+   Every unit must pass (an intersection-union rule: no multiplicity adjustment is needed across
    benchmarks, because the gate passes only if all of them pass).
 3. **Superiority** (optional per benchmark): lower bound > 0.
 4. **Worst-group guard** over the breakdown groups (organ, region, finding, modality...):
    ``group_test="harm"``: for each group a one-sided paired-bootstrap test of ``delta_g < -margin_g``
    (a one-sided DeLong z-test for AUROC groups);
-   p-values are adjusted over ALL groups of all benchmarks in this decision (Holm by default, or
+   p-values are adjusted over ALL groups of all units in this decision (Holm by default, or
    Bonferroni), and a group fails when its adjusted p <= alpha. ``group_test="noninferiority"``: every group
    must show ``delta_g > -margin_g`` at level alpha (intersection-union, unadjusted).
 5. **Leakage audits**: a result whose ``summary`` has a non-zero ``audit/<check>`` (or ``*leak*``) count, or
    whose ``warnings`` mention leakage, fails.
 
-A first version (no champion), and any benchmark the champion was never evaluated on, must instead reach
-the benchmark's absolute floor on its primary metric.
+A first version (no champion), and any unit the champion was never evaluated on, must instead reach the
+unit's absolute floor on its primary metric (a ceiling for a lower-is-better metric).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import asdict
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from trackeval.config import GateConfig
 from trackeval.gate.compare import BenchmarkComparison, DeltaRow, compare_results
+from trackeval.gate.policy import UnitPolicy
 from trackeval.results import BenchmarkResult, metric_key
 from trackeval.stats.paired import adjust_pvalues, bootstrap_pvalue, normal_pvalue
 
@@ -51,6 +55,7 @@ class GroupTest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
+    unit: str = ""
     key: str
     delta: float | None
     ci95_low: float | None
@@ -93,46 +98,40 @@ def audit_problems(result: BenchmarkResult) -> list[str]:
     return out
 
 
-def _floor_check(result: BenchmarkResult, metric: str, cfg: GateConfig) -> Check:
-    bench = result.benchmark
-    key = metric_key(bench, *metric.split("/"))
-    if bench not in cfg.floors:
-        return Check(name="floor", benchmark=bench, passed=False, detail="no absolute floor configured (gate.floors)")
+def _floor_check(result: BenchmarkResult, policy: UnitPolicy, cfg: GateConfig) -> Check:
+    unit, key = policy.unit, policy.key
+    if policy.floor is None:
+        return Check(name="floor", benchmark=unit, passed=False, detail="no absolute floor configured (gate.floors)")
     s = result.aggregates.get(key)
-    stat = None if s is None else (s.value if cfg.floor_statistic == "value" else s.ci95_low)
-    floor = cfg.floors[bench]
-    ok = stat is not None and stat >= floor
+    # the conservative end of the CI: its low bound, or its high bound for a lower-is-better metric
+    bound = None if s is None else (s.ci95_low if policy.higher_is_better else s.ci95_high)
+    stat = None if s is None else (s.value if cfg.floor_statistic == "value" else bound)
+    op = ">=" if policy.higher_is_better else "<="
+    ok = stat is not None and (stat >= policy.floor if policy.higher_is_better else stat <= policy.floor)
     shown = "missing" if stat is None else f"{stat:.4f}"
-    return Check(name="floor", benchmark=bench, passed=ok, detail=f"{key} {cfg.floor_statistic} {shown} >= {floor}")
+    return Check(
+        name="floor", benchmark=unit, passed=ok, detail=f"{key} {cfg.floor_statistic} {shown} {op} {policy.floor}"
+    )
 
 
-def _interval_checks(head: DeltaRow, cfg: GateConfig) -> list[Check]:
-    bench = head.benchmark
-    margin = cfg.margin(bench)
-    lo = head.ci95_low
+def _interval_checks(head: DeltaRow, policy: UnitPolicy) -> list[Check]:
+    unit, margin = policy.unit, policy.margin
+    lo, hi = head.ci95_low, head.ci95_high
     if lo is not None:
-        shown = f"delta {head.delta:+.4f} [{lo:+.4f}, {head.ci95_high:+.4f}]"
+        shown = f"delta {head.delta:+.4f} [{lo:+.4f}, {hi:+.4f}]"
     elif head.delta is not None:
         shown = f"delta {head.delta:+.4f} without a CI (variance undefined, e.g. a finding with one positive)"
     else:
         shown = "no paired values"
-    checks = [
-        Check(
-            name="non_inferiority",
-            benchmark=bench,
-            passed=lo is not None and lo > -margin,
-            detail=f"{head.key}: {shown}; need lower bound > -{margin}",
-        )
-    ]
-    if cfg.superiority.get(bench, False):
-        checks.append(
-            Check(
-                name="superiority",
-                benchmark=bench,
-                passed=lo is not None and lo > 0,
-                detail=f"{head.key}: {shown}; need lower bound > 0",
-            )
-        )
+    if policy.higher_is_better:
+        ni, ni_need = lo is not None and lo > -margin, f"need lower bound > -{margin}"
+        sup, sup_need = lo is not None and lo > 0, "need lower bound > 0"
+    else:
+        ni, ni_need = hi is not None and hi < margin, f"need upper bound < +{margin} (lower is better)"
+        sup, sup_need = hi is not None and hi < 0, "need upper bound < 0 (lower is better)"
+    checks = [Check(name="non_inferiority", benchmark=unit, passed=ni, detail=f"{head.key}: {shown}; {ni_need}")]
+    if policy.superiority:
+        checks.append(Check(name="superiority", benchmark=unit, passed=sup, detail=f"{head.key}: {shown}; {sup_need}"))
     return checks
 
 
@@ -145,13 +144,22 @@ def _pvalue(method: str, row: DeltaRow, threshold: float, alternative: Literal["
     return bootstrap_pvalue(row.samples or [], threshold, alternative)
 
 
-def _group_tests(comparisons: list[BenchmarkComparison], cfg: GateConfig) -> list[GroupTest]:
+def _group_tests(
+    comparisons: list[BenchmarkComparison], policies: Mapping[str, UnitPolicy], cfg: GateConfig
+) -> list[GroupTest]:
     tagged = [(c.method, r) for c in comparisons for r in c.rows if r.dimension]
     rows = [r for _, r in tagged]
-    margins = [cfg.group_margin(r.benchmark, r.dimension, r.group) for r in rows]
-    alternative: Literal["less", "greater"] = "less" if cfg.group_test == "harm" else "greater"
-    p = [_pvalue(method, r, -m, alternative) for (method, r), m in zip(tagged, margins, strict=True)]
-    if cfg.group_test == "harm":
+    margins = [policies[r.benchmark].group_margin(r.dimension, r.group) for r in rows]
+    # harm: H1 "the group got worse by more than its margin"; noninferiority: H1 "it did not"
+    harm = cfg.group_test == "harm"
+    p = []
+    for (method, r), m in zip(tagged, margins, strict=True):
+        higher = policies[r.benchmark].higher_is_better
+        threshold = -m if higher else m
+        worse: Literal["less", "greater"] = "less" if higher else "greater"
+        better: Literal["less", "greater"] = "greater" if higher else "less"
+        p.append(_pvalue(method, r, threshold, worse if harm else better))
+    if harm:
         adj = adjust_pvalues(p, cfg.multiplicity)
         passed = [a > cfg.alpha for a in adj]
     else:
@@ -159,6 +167,7 @@ def _group_tests(comparisons: list[BenchmarkComparison], cfg: GateConfig) -> lis
         passed = [x <= cfg.alpha for x in p]
     return [
         GroupTest(
+            unit=r.benchmark,
             key=r.key,
             delta=r.delta,
             ci95_low=r.ci95_low,
@@ -179,10 +188,12 @@ def decide(
     champion_version: str | None,
     champion: Mapping[str, BenchmarkResult] | None,
     cfg: GateConfig,
+    policies: Mapping[str, UnitPolicy],
 ) -> Decision:
-    """Apply the gate (module docstring) to the candidate's and champion's results, keyed by benchmark.
+    """Apply the gate (module docstring) to the candidate's and champion's results, keyed by unit name.
 
-    ``champion=None`` means no champion exists yet: only audits and absolute floors apply.
+    ``champion=None`` means no champion exists yet: only audits and absolute floors apply. ``policies``: the
+    rules per unit (:func:`trackeval.gate.policy.resolve_policies`); a result of an unknown unit fails.
     """
     checks: list[Check] = []
     comparisons: list[BenchmarkComparison] = []
@@ -190,10 +201,15 @@ def decide(
     if not candidate:
         checks.append(Check(name="pairing", benchmark="*", passed=False, detail="the candidate has no evaluations"))
     for bench in sorted(set(candidate) | set(champion)):
-        metric = cfg.primary_metrics.get(bench)
-        if metric is None:
+        policy = policies.get(bench)
+        if policy is None:
             checks.append(
-                Check(name="primary_metric", benchmark=bench, passed=False, detail="no gate.primary_metrics entry")
+                Check(
+                    name="primary_metric",
+                    benchmark=bench,
+                    passed=False,
+                    detail="not a registered benchmark unit: no primary metric (is its plug-in installed?)",
+                )
             )
             continue
         if bench not in candidate:
@@ -213,13 +229,13 @@ def decide(
                 Check(name="audit", benchmark=bench, passed=not problems, detail="; ".join(problems) or "clean")
             )
         if bench not in champion:
-            checks.append(_floor_check(result, metric, cfg))
+            checks.append(_floor_check(result, policy, cfg))
             continue
         comp = compare_results(
             result,
             champion[bench],
-            metric,
-            cfg.group_dimensions,
+            policy.metric,
+            policy.group_dimensions,
             n_resamples=cfg.n_resamples,
             seed=cfg.seed,
             confidence=cfg.confidence,
@@ -229,15 +245,15 @@ def decide(
         if comp.problems:
             checks.append(Check(name="pairing", benchmark=bench, passed=False, detail="; ".join(comp.problems)))
             continue
-        checks.extend(_interval_checks(comp.rows[0], cfg))
-    groups = _group_tests(comparisons, cfg)
+        checks.extend(_interval_checks(comp.rows[0], policy))
+    groups = _group_tests(comparisons, policies, cfg)
     for g in groups:
         if not g.passed:
             delta = "n/a" if g.delta is None else f"{g.delta:+.4f} [{g.ci95_low:+.4f}, {g.ci95_high:+.4f}]"
             checks.append(
                 Check(
                     name="worst_group",
-                    benchmark=g.key.split("/", 1)[0],
+                    benchmark=g.unit,
                     passed=False,
                     detail=f"{g.key}: delta {delta} vs margin -{g.margin}; "
                     f"p={g.p_value:.4f}, adjusted ({cfg.multiplicity}) {g.p_adjusted:.4f}",
@@ -260,5 +276,8 @@ def decide(
         checks=checks,
         comparisons=comparisons,
         group_tests=groups,
-        gate_config=cfg.model_dump(mode="json"),
+        gate_config={
+            **cfg.model_dump(mode="json"),
+            "policies": {u: asdict(p) for u, p in sorted(policies.items()) if u in candidate or u in champion},
+        },
     )

@@ -142,6 +142,17 @@ def sequence_metrics(truth: np.ndarray, masks: Mapping[str, list[np.ndarray]], c
     return out
 
 
+def parse_model_args(items: list[str]) -> dict[str, str]:
+    """``["k=v", ...]`` -> ``{k: v}`` (factory keyword arguments); InputError on a malformed item."""
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.isidentifier():
+            raise InputError(f"--model-arg expects NAME=VALUE, got {item!r}", field="--model-arg")
+        out[key] = value
+    return out
+
+
 @functools.cache
 def load_model(spec: str, kwargs: tuple[tuple[str, str], ...] = ()) -> InteractiveModel:
     """Build the model named by ``spec`` once per process.

@@ -13,17 +13,26 @@ import argparse
 import sys
 from pathlib import Path
 
-from trackeval.benchmarks.imis import parse_model_args
-from trackeval.config import load_config
+from pydantic import ConfigDict
+
+from trackeval.config import EvalConfig, parse_config
 from trackeval.config.imis import IMISConfig
 from trackeval.errors import InputError, TrackevalError
 from trackeval.interactive.logs import log_lines
-from trackeval.interactive.loop import interact_case, load_model
+from trackeval.interactive.loop import interact_case, load_model, parse_model_args
 from trackeval.interactive.protocol import supported_prompts
 from trackeval.io.atomic import atomic_path
 from trackeval.io.imis import load_cases, read_case
 
 LOG_NAME = "log.jsonl"
+
+
+class _RunnerConfig(EvalConfig):
+    """The runner reads the shared sections and ``imis``; other benchmark sections of params.yaml are ignored."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    imis: IMISConfig = IMISConfig()
 
 
 def write_log(
@@ -55,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     args = parser.parse_args(argv)
     try:
-        cfg = load_config(args.config, args.overrides).imis
+        cfg = parse_config(_RunnerConfig, args.config, args.overrides).imis
         path = write_log(args.ground_truth, args.model, args.out, cfg, parse_model_args(args.model_arg))
     except TrackevalError as exc:
         print(f"trackeval: error: {exc}", file=sys.stderr)

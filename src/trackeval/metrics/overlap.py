@@ -30,7 +30,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import numpy as np
-import torch
 
 Label = int | tuple[int, ...]
 
@@ -129,6 +128,8 @@ def _flat_pair(truth: np.ndarray, pred: np.ndarray) -> tuple[np.ndarray, np.ndar
 
 def _histogram(ft: np.ndarray, fp: np.ndarray, n_bins: int, encode: Callable) -> np.ndarray:
     """Histogram of ``encode(truth_chunk, pred_chunk)`` codes over all chunks, int64 of length ``n_bins``."""
+    import torch  # imported on first use: declaring benchmarks and `trackeval --help` must not load torch
+
     hist = np.zeros(n_bins, dtype=np.int64)
     for s in range(0, ft.size, CHUNK):
         code = encode(ft[s : s + CHUNK], fp[s : s + CHUNK])

@@ -60,19 +60,61 @@ class VersionSpec(Section):
     xray_cls_seed: int = 0
 
 
+class Evaluation(Section):
+    """One evaluation of the pipeline: a benchmark unit and its inputs.
+
+    Input values are paths with placeholders filled in per version: ``{data}`` (the raw data folder),
+    ``{prepared}`` (the prepare stage's output) and ``{predictions}`` (this version's predictions folder).
+    """
+
+    unit: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]*(/[a-z][a-z0-9_]*)?$")]
+    inputs: dict[str, str]
+
+
+def _default_evaluations() -> dict[str, Evaluation]:
+    rows = {
+        "umd": ("umd", {"ground_truth": "{prepared}/umd/gt", "predictions": "{predictions}/umd"}),
+        "mir3d": ("mir3d", {"ground_truth": "{data}/mir3d", "predictions": "{predictions}/mir3d/rankings.csv"}),
+        "xray_cls": (
+            "xray/cls",
+            {"ground_truth": "{prepared}/xray/cls/labels.csv", "predictions": "{predictions}/xray_cls/scores.csv"},
+        ),
+        "xray_seg": (
+            "xray/seg",
+            {
+                "ground_truth": "{prepared}/xray/seg/gt",
+                "predictions": "{predictions}/xray_seg",
+                "label_names": "{prepared}/xray/seg/label_names.csv",
+            },
+        ),
+        "imis": ("imis", {"ground_truth": "{data}/imis", "predictions": "{predictions}/imis/log.jsonl"}),
+    }
+    return {name: Evaluation(unit=unit, inputs=inputs) for name, (unit, inputs) in rows.items()}
+
+
 class PipelineParams(Section):
-    """The whole ``pipeline`` section."""
+    """The whole ``pipeline`` section. ``evaluations``: ``{eval folder name: unit + inputs}`` (the folder
+    ``work/eval/<name>/<version>``; dvc.yaml's evaluate matrix lists the same names)."""
 
     model_name: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]+$")] = "seg"
     umd: UMDDemo = UMDDemo()
     xray: XRayDemo = XRayDemo()
     versions: dict[str, VersionSpec] = Field(default_factory=lambda: {"v1": VersionSpec(), "v2": VersionSpec()})
+    evaluations: dict[str, Evaluation] = Field(default_factory=_default_evaluations)
 
     def version(self, name: str) -> VersionSpec:
         """The spec of version ``name``; a :class:`ConfigError` names the known versions otherwise."""
         if name not in self.versions:
             raise ConfigError(f"invalid config: field pipeline.versions: no version {name!r} ({sorted(self.versions)})")
         return self.versions[name]
+
+    def evaluation(self, name: str) -> Evaluation:
+        """The evaluation ``name``; a :class:`ConfigError` names the known ones otherwise."""
+        if name not in self.evaluations:
+            raise ConfigError(
+                f"invalid config: field pipeline.evaluations: no evaluation {name!r} ({sorted(self.evaluations)})"
+            )
+        return self.evaluations[name]
 
 
 def load_pipeline_params(path: Path) -> PipelineParams:

@@ -13,19 +13,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import numpy as np
-
+from trackeval.benchmarks.discovery import unit
 from trackeval.config import EvalConfig
-from trackeval.errors import InputError
-from trackeval.results import BenchmarkResult
+from trackeval.errors import ConfigError
 
 if TYPE_CHECKING:  # params imports the network spec (torch); the CLI parser must stay light
-    from trackeval.pipeline.params import PipelineParams
+    from trackeval.pipeline.params import Evaluation, PipelineParams
 
-#: pipeline benchmarks (X-ray runs two tasks, each its own results). Tracking order matters: a version's
-#: ``eval_run.xray`` tag (what the gate reads) points at the LAST X-ray result tracked: ``cls``, whose primary
-#: metric ``xray/cls/auroc`` the gate pairs with DeLong's test; the ``seg`` run is logged too.
-BENCHMARKS: tuple[str, ...] = ("umd", "mir3d", "xray_seg", "imis", "xray_cls")
 PLOT_CSV = "plot.csv"
 
 
@@ -58,68 +52,6 @@ class Layout:
         return self.work / "gate" / "verdict.json"
 
 
-def evaluate_argv(benchmark: str, version: str, layout: Layout, params_file: Path, model_name: str) -> list[str]:
-    """The ``trackeval evaluate ...`` arguments of one pipeline benchmark for one version."""
-    pred = layout.predictions(version)
-    p = layout.prepared
-    inputs = {
-        "umd": ["umd", "--ground-truth", p / "umd" / "gt", "--predictions", pred / "umd"],
-        "mir3d": ["mir3d", "--ground-truth", layout.data / "mir3d", "--predictions", pred / "mir3d" / "rankings.csv"],
-        "xray_cls": ["xray", "--task", "cls", "--ground-truth", p / "xray" / "cls" / "labels.csv"]
-        + ["--predictions", pred / "xray_cls" / "scores.csv"],
-        "xray_seg": ["xray", "--task", "seg", "--ground-truth", p / "xray" / "seg" / "gt"]
-        + ["--predictions", pred / "xray_seg", "--label-names", p / "xray" / "seg" / "label_names.csv"],
-        "imis": ["imis", "--ground-truth", layout.data / "imis", "--predictions", pred / "imis" / "log.jsonl"],
-    }
-    if benchmark not in inputs:
-        raise InputError(f"unknown pipeline benchmark {benchmark!r}; expected one of {list(BENCHMARKS)}")
-    common = ["--out", layout.eval(benchmark, version), "--config", params_file]
-    common += ["--model-name", model_name, "--model-version", version]
-    return ["evaluate", *map(str, inputs[benchmark] + common)]
-
-
-def _breakdown(result: BenchmarkResult, head: str, dim: str) -> list[dict[str, object]]:
-    """Rows ``{dim, value, ci95_low, ci95_high}`` of the single-level breakdown ``<head>/by_<dim>/<group>``."""
-    prefix = f"{head}/by_{dim}/"
-    rows = []
-    for key, s in sorted(result.aggregates.items()):
-        group = key[len(prefix) :]
-        if key.startswith(prefix) and "/" not in group and s.value is not None:
-            rows.append({dim: group, "value": s.value, "ci95_low": s.ci95_low, "ci95_high": s.ci95_high})
-    return rows
-
-
-def _roc(result: BenchmarkResult) -> list[dict[str, object]]:
-    """Micro-averaged ROC over every (image, finding) pair with a 0/1 label: rows ``{fpr, tpr, threshold}``."""
-    from sklearn.metrics import roc_curve
-
-    pairs = [
-        (m["label"], m["score"])
-        for case in result.cases
-        for m in case.metrics.values()
-        if m.get("label") in (0.0, 1.0) and m.get("score") is not None
-    ]
-    if not pairs:
-        return []
-    y, s = np.array(pairs).T
-    fpr, tpr, thr = roc_curve(y, s)
-    return [{"fpr": f, "tpr": t, "threshold": min(float(h), 1.0)} for f, t, h in zip(fpr, tpr, thr, strict=True)]
-
-
-def plot_rows(benchmark: str, result: BenchmarkResult) -> list[dict[str, object]]:
-    """Data for ``dvc plots``: per-organ / per-region / per-class bars with CIs, the ROC, Dice vs clicks."""
-    if benchmark == "umd":
-        return _breakdown(result, "umd/dsc", "organ")
-    if benchmark == "mir3d":
-        return _breakdown(result, "mir3d/group/ap_at_10", "region")
-    if benchmark == "xray_seg":
-        return _breakdown(result, "xray/seg/dsc", "class")
-    if benchmark == "xray_cls":
-        return _roc(result)
-    rows = _breakdown(result, "imis/dice", "click")
-    return sorted(({**r, "click": int(str(r["click"]))} for r in rows), key=lambda r: r["click"])
-
-
 def write_plot(path: Path, rows: list[dict[str, object]]) -> None:
     """A CSV with a header (empty file when there are no rows); floats with 6 decimals."""
     with open(path, "w", newline="", encoding="utf-8") as f:
@@ -131,17 +63,34 @@ def write_plot(path: Path, rows: list[dict[str, object]]) -> None:
             writer.writerow({k: f"{v:.6f}" if isinstance(v, float) else v for k, v in row.items()})
 
 
-def evaluate(benchmark: str, version: str, layout: Layout, params_file: Path, params: PipelineParams) -> int:
-    """Run ``trackeval evaluate`` for one benchmark and version, then write its ``plot.csv``."""
-    from trackeval.cli import main
-    from trackeval.tracking.mlflow_sink import read_results
+def evaluation_inputs(evaluation: Evaluation, version: str, layout: Layout) -> dict[str, Path]:
+    """The evaluation's inputs with ``{data}``, ``{prepared}`` and ``{predictions}`` filled in for ``version``."""
+    where = {"data": layout.data, "prepared": layout.prepared, "predictions": layout.predictions(version)}
+    try:
+        return {k: Path(v.format(**where)) for k, v in evaluation.inputs.items()}
+    except (KeyError, IndexError, ValueError) as exc:
+        raise ConfigError(
+            f"invalid config: field pipeline.evaluations: {evaluation.inputs}: unknown placeholder {exc}; "
+            "use {data}, {prepared} or {predictions}"
+        ) from exc
+
+
+def evaluate(name: str, version: str, layout: Layout, cfg: EvalConfig, params: PipelineParams) -> int:
+    """Evaluate one pipeline evaluation for one version (:func:`trackeval.evaluate`), write its outputs and
+    its ``plot.csv`` (the unit's first declared plot)."""
+    from trackeval.api import evaluate as evaluate_unit
+    from trackeval.io.results_folder import write_outputs
+    from trackeval.report.console import print_summary
+    from trackeval.report.plots import plot_rows
 
     params.version(version)
-    rc = main(evaluate_argv(benchmark, version, layout, params_file, params.model_name))
-    if rc != 0:
-        return rc
-    out = layout.eval(benchmark, version)
-    write_plot(out / PLOT_CSV, plot_rows(benchmark, read_results(out)))
+    evaluation = params.evaluation(name)
+    model = {"name": params.model_name, "version": version}
+    result = evaluate_unit(evaluation.unit, evaluation_inputs(evaluation, version, layout), cfg, model)
+    out = layout.eval(name, version)
+    write_outputs(result, out)
+    print_summary(result, unit(evaluation.unit).summary_metrics)
+    write_plot(out / PLOT_CSV, plot_rows(result, result.plots[0]) if result.plots else [])
     return 0
 
 
@@ -149,8 +98,9 @@ def register_version(cfg: EvalConfig, name: str, version: str, model_dir: Path) 
     """Log a version's trained networks (``model_dir``: state_dicts + specs) as the ``model/`` artifacts of a
     ``model`` run and register them as a version of ``name`` tagged ``trackeval.model_version=<version>``; once
     per version (an existing one is returned as is). Returns the registry version number."""
-    from trackeval.tracking.mlflow_sink import TAG, Mlflow
-    from trackeval.tracking.registry import create_version, find_version
+    from trackeval.tracking.client import Mlflow
+    from trackeval.tracking.model_registry import create_version, find_version
+    from trackeval.tracking.tags import TAG
 
     ml = Mlflow(cfg.tracking)
     mv = find_version(ml, name, version)
@@ -165,13 +115,14 @@ def register_version(cfg: EvalConfig, name: str, version: str, model_dir: Path) 
 
 def track(layout: Layout, cfg: EvalConfig, params: PipelineParams) -> dict[str, dict[str, str]]:
     """Register every version's networks, log its evaluations (``trackeval track``) and link them to the
-    registered version; writes ``tracked.json`` (``{version: {"registry_version", <pipeline benchmark>: run id}}``)."""
-    from trackeval.tracking.mlflow_sink import track_results, tracking_uri
+    registered version; writes ``tracked.json`` (``{version: {"registry_version", <evaluation>: run id}}``)."""
+    from trackeval.tracking.client import tracking_uri
+    from trackeval.tracking.track import track_results
 
     out: dict[str, dict[str, str]] = {}
     for version in params.versions:
         entry = {"registry_version": register_version(cfg, params.model_name, version, layout.models(version))}
-        for t in track_results([layout.eval(b, version) for b in BENCHMARKS], cfg.tracking):
+        for t in track_results([layout.eval(e, version) for e in params.evaluations], cfg.tracking):
             entry[t.folder.parent.name] = t.run_id
             print(f"{t.model} {t.folder.parent.name}: {'logged' if t.logged else 'already tracked'} as run {t.run_id}")
         out[version] = entry
@@ -185,9 +136,11 @@ def gate(layout: Layout, cfg: EvalConfig, params: PipelineParams) -> dict[str, o
     """The promotion gate of the demo: the first version becomes champion through the floors (when there is no
     champion yet), then the last version is gated against ``@champion``. Prints both decisions and writes
     ``verdict.json`` (``{version: {verdict, reasons, decision_run}}``). A failed gate is a result, not an error."""
+    from trackeval.api import gate_policies
     from trackeval.report.comparison import print_decision
-    from trackeval.tracking.mlflow_sink import Mlflow
-    from trackeval.tracking.registry import VERSION_TAG, promote
+    from trackeval.tracking.client import Mlflow
+    from trackeval.tracking.model_registry import promote
+    from trackeval.tracking.tags import VERSION_TAG
 
     ml = Mlflow(cfg.tracking)
     name = params.model_name
@@ -206,7 +159,7 @@ def gate(layout: Layout, cfg: EvalConfig, params: PipelineParams) -> dict[str, o
         if current == version or (version == first and current is not None):
             print(f"gate: {name}/{version}: skipped ({name}@champion is {current})")
             continue
-        decision, run_id = promote(ml, name, version, cfg)
+        decision, run_id = promote(ml, name, version, cfg.gate, gate_policies(cfg))
         print_decision(decision)
         out[version] = {"verdict": decision.verdict, "reasons": decision.reasons, "decision_run": run_id}
     out["champion"] = champion()

@@ -17,17 +17,17 @@ def _fmt(s: MetricSummary | None) -> str:
 
 
 def print_summary(result: BenchmarkResult, metrics: tuple[str, ...], console: Console | None = None) -> None:
-    """Print ``<benchmark>/<metric>`` headlines and their ``/by_<item_kind>/<item>`` breakdown.
+    """Print ``<unit>/<metric>`` headlines and their ``/by_<item_kind>/<item>`` breakdown.
 
-    Metrics without a headline in ``result`` (another task of a multi-task benchmark) are not shown.
+    Metrics without a headline in ``result`` are not shown.
     """
     if console is None:
         console = Console()
         if not console.is_terminal:  # logs and CI: do not wrap "value [low, high]" cells at 80 columns
             console.width = 132
     agg = result.aggregates
-    b, kind = result.benchmark, result.item_kind
-    metrics = tuple(m for m in metrics if f"{b}/{m}" in agg) or metrics  # a multi-task benchmark: this task's
+    b, kind = result.unit, result.item_kind
+    metrics = tuple(m for m in metrics if f"{b}/{m}" in agg) or metrics
     table = Table(title=f"{b}: {result.data.n_cases} cases (mean [95% CI])")
     table.add_column(kind)
     for m in metrics:

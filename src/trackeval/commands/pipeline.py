@@ -2,7 +2,8 @@
 
 Every stage reads ``--params`` (default ``params.yaml``: the evaluation sections and the ``pipeline`` section),
 the raw data folder ``--data`` (default ``data``) and writes under ``--work`` (default ``work``); see
-:class:`trackeval.pipeline.stages.Layout`. Exit codes as the CLI: 0, or 2 with a one-line reason.
+:class:`trackeval.pipeline.stages.Layout`. Exit codes as the CLI: 0, or 2 with a one-line reason. The pipeline
+and the demo it trains are the optional ``demo`` part of trackeval; they are imported only when a stage runs.
 """
 
 from __future__ import annotations
@@ -11,8 +12,6 @@ import argparse
 from collections.abc import Callable
 from pathlib import Path
 
-from trackeval.config import load_config
-from trackeval.pipeline.stages import BENCHMARKS, Layout
 
 STAGES = ("prepare", "train", "predict", "evaluate", "track", "gate")
 
@@ -42,12 +41,16 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         if stage in ("train", "predict", "evaluate"):
             p.add_argument("--version", required=True, help="model version (a key of pipeline.versions)")
         if stage == "evaluate":
-            p.add_argument("--benchmark", required=True, choices=BENCHMARKS)
+            p.add_argument(
+                "--benchmark", required=True, help="an evaluation of params.yaml's pipeline.evaluations (e.g. umd)"
+            )
 
 
 def run_pipeline(args: argparse.Namespace) -> int:
+    from trackeval.api import load_config
     from trackeval.pipeline import models, prepare, stages
     from trackeval.pipeline.params import load_pipeline_params
+    from trackeval.pipeline.stages import Layout
 
     params = load_pipeline_params(args.params)
     layout = Layout(args.data, args.work)
@@ -61,7 +64,7 @@ def run_pipeline(args: argparse.Namespace) -> int:
         out = layout.predictions(args.version)
         models.predict(version, cfg, layout.data, layout.prepared, layout.models(args.version), out)
     elif args.stage == "evaluate":
-        return stages.evaluate(args.benchmark, args.version, layout, args.params, params)
+        return stages.evaluate(args.benchmark, args.version, layout, load_config(args.params), params)
     elif args.stage == "track":
         stages.track(layout, load_config(args.params), params)
     else:

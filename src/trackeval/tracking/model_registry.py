@@ -2,7 +2,8 @@
 
 A trackeval model version ``NAME`` / ``VERSION`` (as recorded in results.json) is a registered model version
 of ``NAME`` carrying the tag ``trackeval.model_version = VERSION`` and created from the evaluation's parent run
-(``run_id``). Its tags ``trackeval.eval_run.<benchmark>`` point to the latest evaluation run per benchmark.
+(``run_id``). Its tags ``trackeval.eval_run.<unit>`` point to the latest evaluation run per benchmark unit (``umd``,
+``xray/cls``...).
 Aliases: ``champion`` (the promoted version), ``previous`` (the champion before it, one-call rollback),
 ``challenger`` (the newest tracked version that is not champion). Stages are never used.
 
@@ -18,16 +19,19 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from trackeval.config import EvalConfig
+from collections.abc import Mapping
+
+from trackeval.config import GateConfig
 from trackeval.errors import InputError
 from trackeval.gate.compare import BenchmarkComparison, compare_results
 from trackeval.gate.decide import Decision, decide
+from trackeval.gate.policy import UnitPolicy
+from trackeval.io.results_folder import RESULTS_JSON, read_results
 from trackeval.results import BenchmarkResult
-from trackeval.tracking.files import RESULTS_JSON
-from trackeval.tracking.mlflow_sink import KIND_GATE, TAG, Mlflow, TrackingError, flatten, read_results
+from trackeval.tracking.client import Mlflow, TrackingError
+from trackeval.tracking.lineage import flatten
+from trackeval.tracking.tags import EVAL_RUN_TAG, KIND_GATE, TAG, VERSION_TAG
 
-VERSION_TAG = TAG + "model_version"
-EVAL_RUN_TAG = TAG + "eval_run."
 _RUN_ID = re.compile(r"^[0-9a-f]{32}$")
 
 
@@ -117,24 +121,33 @@ def run_results(ml: Mlflow, run_id: str) -> BenchmarkResult:
 
 
 def version_results(ml: Mlflow, mv: Any) -> dict[str, BenchmarkResult]:
-    """``{benchmark: results}`` of a registered version's latest evaluation runs (its ``eval_run`` tags)."""
+    """``{unit: results}`` of a registered version's latest evaluation runs (its ``eval_run.<unit>`` tags).
+
+    Keyed by each result's own unit, so a tag written before units existed (``eval_run.xray``) still lands on
+    ``xray/<task>``; a unit-specific tag wins over such a legacy one.
+    """
     runs = {k[len(EVAL_RUN_TAG) :]: v for k, v in mv.tags.items() if k.startswith(EVAL_RUN_TAG)}
-    return {bench: run_results(ml, run_id) for bench, run_id in sorted(runs.items())}
+    out: dict[str, BenchmarkResult] = {}
+    for tag, run_id in sorted(runs.items(), key=lambda kv: kv[0].count("/")):  # legacy (benchmark) tags first
+        result = run_results(ml, run_id)
+        out[result.unit] = result
+    return dict(sorted(out.items()))
 
 
 def resolve_ref(ml: Mlflow, ref: str) -> tuple[str, dict[str, BenchmarkResult]]:
     """``compare`` operands: a results folder, a run id (an evaluation run or its parent), ``name/version``
-    or ``name@alias``. Returns a label and ``{benchmark: results}``."""
+    or ``name@alias``. Returns a label and ``{unit: results}``."""
     path = Path(ref)
     if (path / RESULTS_JSON).is_file() or (path.suffix == ".json" and path.is_file()):
         result = read_results(path)
-        return ref, {result.benchmark: result}
+        return ref, {result.unit: result}
     if _RUN_ID.match(ref):
         children = ml.search(f"tags.`mlflow.parentRunId` = '{ref}' and attributes.status = 'FINISHED'")
         if children:
-            return ref, {r.data.tags[TAG + "benchmark"]: run_results(ml, r.info.run_id) for r in reversed(children)}
+            results = [run_results(ml, r.info.run_id) for r in reversed(children)]
+            return ref, {r.unit: r for r in results}
         result = run_results(ml, ref)
-        return ref, {result.benchmark: result}
+        return ref, {result.unit: result}
     name, sep, version = ref.partition("@")
     if sep:
         return ref, version_results(ml, resolve_version(ml, name, "@" + version))
@@ -144,25 +157,26 @@ def resolve_ref(ml: Mlflow, ref: str) -> tuple[str, dict[str, BenchmarkResult]]:
     return ref, version_results(ml, resolve_version(ml, name, version))
 
 
-def compare_refs(ml: Mlflow, a: str, b: str, cfg: EvalConfig) -> list[BenchmarkComparison]:
-    """Paired comparisons (``a - b``) of every benchmark both sides were evaluated on (primary metrics)."""
+def compare_refs(
+    ml: Mlflow, a: str, b: str, g: GateConfig, policies: Mapping[str, UnitPolicy]
+) -> list[BenchmarkComparison]:
+    """Paired comparisons (``a - b``) of every unit both sides were evaluated on (each on its primary metric)."""
     label_a, res_a = resolve_ref(ml, a)
     label_b, res_b = resolve_ref(ml, b)
     common = sorted(set(res_a) & set(res_b))
     if not common:
-        raise InputError(f"{a} and {b} share no benchmark ({sorted(res_a)} vs {sorted(res_b)})")
-    g = cfg.gate
+        raise InputError(f"{a} and {b} share no benchmark unit ({sorted(res_a)} vs {sorted(res_b)})")
     out = []
-    for bench in common:
-        metric = g.primary_metrics.get(bench)
-        if metric is None:
-            raise InputError(f"no primary metric configured for {bench}", field="gate.primary_metrics")
+    for name in common:
+        policy = policies.get(name)
+        if policy is None:
+            raise InputError(f"{name} is not a registered benchmark unit (is its plug-in installed?)", field="unit")
         out.append(
             compare_results(
-                res_a[bench],
-                res_b[bench],
-                metric,
-                g.group_dimensions,
+                res_a[name],
+                res_b[name],
+                policy.metric,
+                policy.group_dimensions,
                 n_resamples=g.n_resamples,
                 seed=g.seed,
                 confidence=g.confidence,
@@ -223,7 +237,9 @@ def _valid_key(key: str) -> bool:
     return bool(re.fullmatch(r"[A-Za-z0-9_\-./ ]{1,250}", key))
 
 
-def promote(ml: Mlflow, name: str, candidate: str, cfg: EvalConfig) -> tuple[Decision, str]:
+def promote(
+    ml: Mlflow, name: str, candidate: str, cfg: GateConfig, policies: Mapping[str, UnitPolicy]
+) -> tuple[Decision, str]:
     """Run the gate for ``candidate`` against ``name@champion``; move aliases on pass; record the decision.
 
     Returns the decision and the id of its decision run. Pass: ``previous`` -> old champion, ``champion`` ->
@@ -245,7 +261,8 @@ def promote(ml: Mlflow, name: str, candidate: str, cfg: EvalConfig) -> tuple[Dec
         version_results(ml, cand_mv),
         None if champ_mv is None else champ_mv.tags.get(VERSION_TAG, str(champ_mv.version)),
         None if champ_mv is None else version_results(ml, champ_mv),
-        cfg.gate,
+        cfg,
+        policies,
     )
     run_id = _record(ml, decision, cand_mv, champ_mv)
     set_tag = ml.client.set_model_version_tag

@@ -1,16 +1,24 @@
-"""File sinks: results.json, metrics.json (DVC metrics) and cases.parquet, all written atomically."""
+"""A results folder: results.json, metrics.json (DVC metrics) and cases.parquet, written as one set.
+
+Every sink (MLflow, DVC, the report) reads results through :func:`read_results`; :func:`write_outputs` is the
+only writer.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pandas as pd
+from pydantic import ValidationError
 
-from trackeval.errors import OutputError
+from trackeval.errors import InputError, OutputError
 from trackeval.io.atomic import atomic_path
 from trackeval.results import BenchmarkResult
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 RESULTS_JSON = "results.json"
 METRICS_JSON = "metrics.json"
@@ -19,6 +27,8 @@ CASES_PARQUET = "cases.parquet"
 
 def cases_frame(result: BenchmarkResult) -> pd.DataFrame:
     """One row per case x item (organ, region, ...): ids, status, group columns and every per-item metric."""
+    import pandas as pd
+
     rows = []
     group_cols = sorted({g for c in result.cases for g in c.groups})
     for case in result.cases:
@@ -44,3 +54,19 @@ def write_outputs(result: BenchmarkResult, out_dir: Path) -> dict[str, Path]:
     except OSError as exc:
         raise OutputError(f"cannot write the outputs to {out_dir}: {exc.strerror or exc}") from exc
     return paths
+
+
+def read_results(folder: Path) -> BenchmarkResult:
+    """Load and validate ``folder/results.json`` (a results folder, or the file itself)."""
+    path = folder if folder.suffix == ".json" else folder / RESULTS_JSON
+    try:
+        return BenchmarkResult.model_validate_json(path.read_bytes())
+    except OSError as exc:
+        raise InputError(f"cannot read results: {exc.strerror or exc}", file=str(path)) from exc
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise InputError(
+            f"not a trackeval results file: {first['msg']}",
+            file=str(path),
+            field=".".join(str(p) for p in first["loc"]),
+        ) from exc

@@ -11,8 +11,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from trackeval.cli_options import add_config_options
-from trackeval.config import EvalConfig, load_config
+from trackeval.commands.options import add_config_options
+from trackeval.config import EvalConfig
 from trackeval.errors import OutputError
 
 
@@ -20,7 +20,7 @@ def _config_options(p: argparse.ArgumentParser) -> None:
     add_config_options(
         p,
         "YAML config (params.yaml: tracking and gate sections)",
-        "gate.margins.umd=0.02 or tracking.uri=http://host:5000",
+        "gate.margins.umd=0.02 or gate.margins.xray/seg=0.02 or tracking.uri=http://host:5000",
     )
 
 
@@ -44,43 +44,48 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 
 
 def _cfg(args: argparse.Namespace) -> EvalConfig:
+    from trackeval.api import load_config
+
     return load_config(args.config, args.overrides)
 
 
 def run_track(args: argparse.Namespace) -> int:
-    from trackeval.tracking.mlflow_sink import track_results, tracking_uri
+    from trackeval.tracking.client import tracking_uri
+    from trackeval.tracking.track import track_results
 
     cfg = _cfg(args)
     model = {k: v for k, v in (("name", args.model_name), ("version", args.model_version)) if v}
     console = Console(stderr=True)
     for t in track_results(list(args.results), cfg.tracking, model or None):
         state = "logged" if t.logged else "already tracked"
-        console.print(f"{t.folder}: {t.benchmark} {t.model} {state} as run {t.run_id}", highlight=False, soft_wrap=True)
+        console.print(f"{t.folder}: {t.unit} {t.model} {state} as run {t.run_id}", highlight=False, soft_wrap=True)
     console.print(f"tracking URI: {tracking_uri(cfg.tracking)}", highlight=False, soft_wrap=True)
     return 0
 
 
 def run_promote(args: argparse.Namespace) -> int:
+    from trackeval.api import gate_policies
     from trackeval.report.comparison import print_decision
-    from trackeval.tracking.mlflow_sink import Mlflow
-    from trackeval.tracking.registry import promote
+    from trackeval.tracking.client import Mlflow
+    from trackeval.tracking.model_registry import promote
 
     cfg = _cfg(args)
-    decision, run_id = promote(Mlflow(cfg.tracking), args.model, args.candidate, cfg)
+    decision, run_id = promote(Mlflow(cfg.tracking), args.model, args.candidate, cfg.gate, gate_policies(cfg))
     print_decision(decision)
     Console(stderr=True).print(f"decision recorded in run {run_id}", highlight=False, soft_wrap=True)
     return 0 if decision.verdict == "pass" else 1
 
 
 def run_compare(args: argparse.Namespace) -> int:
+    from trackeval.api import gate_policies
     from trackeval.io.atomic import atomic_path
     from trackeval.report.comparison import comparison_markdown, print_comparisons
     from trackeval.report.html import comparison_report
-    from trackeval.tracking.mlflow_sink import Mlflow
-    from trackeval.tracking.registry import compare_refs
+    from trackeval.tracking.client import Mlflow
+    from trackeval.tracking.model_registry import compare_refs
 
     cfg = _cfg(args)
-    comparisons = compare_refs(Mlflow(cfg.tracking), args.a, args.b, cfg)
+    comparisons = compare_refs(Mlflow(cfg.tracking), args.a, args.b, cfg.gate, gate_policies(cfg))
     print_comparisons(comparisons)
     for path, text in ((args.markdown, comparison_markdown), (args.html, comparison_report)):
         if path is not None:

@@ -1,0 +1,82 @@
+"""Benchmark discovery: every unit is registered through the ``trackeval.benchmarks`` entry-point group.
+
+An entry point names a :class:`~trackeval.spec.BenchmarkSpec` or a sequence of them (one per task), e.g. in a
+plug-in's ``pyproject.toml``::
+
+    [project.entry-points."trackeval.benchmarks"]
+    toy = "toybench:SPEC"
+
+The four built-in benchmarks register the same way (see trackeval's own ``pyproject.toml``), so there is no
+list of benchmark names anywhere else. Loading a spec imports only its declaration (no torch, MLflow...).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable
+from importlib.metadata import entry_points
+
+from trackeval.errors import ConfigError
+from trackeval.spec import BenchmarkSpec
+
+#: The entry-point group benchmark units are declared in.
+ENTRY_POINT_GROUP = "trackeval.benchmarks"
+
+
+def _specs_of(name: str, obj: object) -> list[BenchmarkSpec]:
+    items = [obj] if isinstance(obj, BenchmarkSpec) else list(obj) if isinstance(obj, Iterable) else [obj]
+    for item in items:
+        if not isinstance(item, BenchmarkSpec):
+            raise ConfigError(
+                f"entry point {ENTRY_POINT_GROUP}:{name} must name a BenchmarkSpec or a list of them, "
+                f"got {type(item).__name__}"
+            )
+    return items
+
+
+@functools.cache
+def units() -> dict[str, BenchmarkSpec]:
+    """All registered units by name, sorted (loaded once per process).
+
+    Raises :class:`~trackeval.errors.ConfigError` for a plug-in that cannot be imported, declares something
+    that is not a spec, registers a unit name twice, or reuses a config section with a different model.
+    """
+    found: dict[str, BenchmarkSpec] = {}
+    sections: dict[str, BenchmarkSpec] = {}
+    for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+        try:
+            obj = ep.load()
+        except Exception as exc:  # noqa: BLE001 - a broken plug-in is named, never a traceback
+            raise ConfigError(f"cannot load benchmark entry point {ep.name} = {ep.value}: {exc}") from exc
+        for spec in _specs_of(ep.name, obj):
+            if spec.name in found and found[spec.name] is not spec:
+                raise ConfigError(f"benchmark unit {spec.name!r} is registered twice (entry point {ep.name})")
+            other = sections.get(spec.config_section)
+            if other is not None and other.config_model is not spec.config_model:
+                raise ConfigError(
+                    f"benchmark units {other.name!r} and {spec.name!r} declare config section "
+                    f"{spec.config_section!r} with different models"
+                )
+            if spec.config_section in ("bootstrap", "engine", "tracking", "gate", "pipeline"):
+                raise ConfigError(
+                    f"benchmark unit {spec.name!r} uses the reserved config section {spec.config_section!r}"
+                )
+            found[spec.name] = spec
+            sections.setdefault(spec.config_section, spec)
+    return dict(sorted(found.items()))
+
+
+def unit(name: str) -> BenchmarkSpec:
+    """The unit called ``name`` (``umd``, ``xray/cls``); a clear error listing the known units otherwise."""
+    registered = units()
+    if name not in registered:
+        raise ConfigError(f"unknown benchmark unit {name!r}; registered: {', '.join(registered) or 'none'}")
+    return registered[name]
+
+
+def by_benchmark() -> dict[str, list[BenchmarkSpec]]:
+    """Units grouped by benchmark (``xray`` -> its task units): one ``trackeval evaluate`` subcommand each."""
+    out: dict[str, list[BenchmarkSpec]] = {}
+    for spec in units().values():
+        out.setdefault(spec.benchmark, []).append(spec)
+    return out

@@ -1,0 +1,91 @@
+"""What the gate applies to each benchmark unit: the unit's declared defaults merged with the ``gate`` config.
+
+Lookup order for a unit ``xray/cls`` (most specific first): ``xray/cls``, then ``xray``, then the default its
+spec declares (:class:`trackeval.spec.PrimaryMetric`). ``primary_metrics`` values are key paths relative to
+their config key, so ``{xray: cls/auroc}`` selects ``xray/cls/auroc`` for unit ``xray/cls`` only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from trackeval.config import GateConfig
+from trackeval.spec import BenchmarkSpec
+
+V = TypeVar("V")
+
+
+@dataclass(frozen=True)
+class UnitPolicy:
+    """The gate's rules for one unit.
+
+    ``metric``: the primary metric relative to the unit (``dsc``); ``key``: the full aggregate key
+    (``umd/dsc``). ``margin`` / ``floor`` / ``superiority`` as in :class:`~trackeval.config.GateConfig`.
+    """
+
+    unit: str
+    metric: str
+    higher_is_better: bool
+    margin: float
+    floor: float | None
+    superiority: bool
+    group_dimensions: tuple[str, ...]
+    default_group_margin: float
+    group_margins: tuple[tuple[str, float], ...]
+
+    @property
+    def key(self) -> str:
+        return f"{self.unit}/{self.metric}"
+
+    def group_margin(self, dimension: str, group: str) -> float:
+        """Margin of one breakdown group: the most specific of ``<unit or benchmark>[/dimension[/group]]``."""
+        table = dict(self.group_margins)
+        for owner in _owners(self.unit):
+            for key in (f"{owner}/{dimension}/{group}", f"{owner}/{dimension}", owner):
+                if key in table:
+                    return table[key]
+        return self.default_group_margin
+
+
+def _owners(unit: str) -> list[str]:
+    """Config keys that apply to ``unit``, most specific first (``xray/cls`` -> ``xray/cls``, ``xray``)."""
+    benchmark = unit.split("/")[0]
+    return [unit] if unit == benchmark else [unit, benchmark]
+
+
+def _lookup(table: dict[str, V], unit: str, default: V) -> V:
+    for owner in _owners(unit):
+        if owner in table:
+            return table[owner]
+    return default
+
+
+def _primary_metric(cfg: GateConfig, spec: BenchmarkSpec) -> str:
+    for owner in _owners(spec.name):
+        if owner in cfg.primary_metrics:
+            full = f"{owner}/{cfg.primary_metrics[owner]}"
+            if full.startswith(spec.name + "/"):
+                return full[len(spec.name) + 1 :]
+    return spec.primary.metric
+
+
+def resolve_policies(cfg: GateConfig, specs: Iterable[BenchmarkSpec]) -> dict[str, UnitPolicy]:
+    """``{unit: UnitPolicy}`` for every registered unit under the gate config ``cfg``."""
+    out = {}
+    for spec in specs:
+        out[spec.name] = UnitPolicy(
+            unit=spec.name,
+            metric=_primary_metric(cfg, spec),
+            higher_is_better=spec.primary.higher_is_better,
+            margin=_lookup(cfg.margins, spec.name, spec.primary.margin),
+            floor=_lookup(cfg.floors, spec.name, spec.primary.floor),
+            superiority=_lookup(cfg.superiority, spec.name, False),
+            group_dimensions=cfg.group_dimensions if cfg.group_dimensions is not None else spec.group_dimensions,
+            default_group_margin=spec.primary.group_margin,
+            group_margins=tuple(
+                (k, v) for k, v in sorted(cfg.group_margins.items()) if k.split("/")[0] == spec.benchmark
+            ),
+        )
+    return out
