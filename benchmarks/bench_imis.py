@@ -17,8 +17,8 @@ from pathlib import Path
 from scipy import ndimage
 from sklearn.metrics import f1_score
 
-from trackeval.benchmarks.imis import evaluate
 from trackeval.api import config_model
+from trackeval.benchmarks.imis import evaluate
 from trackeval.demo.imis_data import build_imis_demo
 from trackeval.interactive.runner import write_log
 from trackeval.io.imis import load_cases, read_case

@@ -33,8 +33,8 @@ import nibabel as nib
 import numpy as np
 from scipy import ndimage
 
-from trackeval.benchmarks import umd
 from trackeval.api import load_config
+from trackeval.benchmarks import umd
 from trackeval.config import EngineConfig, EvalConfig
 from trackeval.config.umd import UMD_ORGANS
 from trackeval.engine.executors import local_cluster, map_cases

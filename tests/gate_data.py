@@ -12,11 +12,11 @@ from pathlib import Path
 import numpy as np
 
 from tests.conftest import cube, save_nifti, write_manifest
+from trackeval.api import load_config
 from trackeval.benchmarks import umd
-from trackeval.api import config_model, load_config
 from trackeval.config import EvalConfig
-from trackeval.results import BenchmarkResult
 from trackeval.io.results_folder import write_outputs
+from trackeval.results import BenchmarkResult
 
 SHAPE = (16, 16, 10)
 SUBJECTS = [f"s{i}" for i in range(6)]

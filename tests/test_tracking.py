@@ -24,9 +24,9 @@ from mlflow import MlflowClient
 from tests import gate_data
 from tests.conftest import umd_argv
 from trackeval.cli import main
+from trackeval.io.results_folder import read_results
 from trackeval.results import BenchmarkResult
 from trackeval.tracking import track as mlflow_sink
-from trackeval.io.results_folder import read_results
 from trackeval.tracking.lineage import idempotency_key
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

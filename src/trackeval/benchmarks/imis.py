@@ -301,7 +301,7 @@ class IMISInputs(BaseModel):
     ground_truth: Path = Field(description="IMIS dataset folder (dataset.json) or NIfTI manifest folder")
     model: str | None = Field(None, description="live mode: MODULE:FACTORY or an MLflow model URI (models:/name/1)")
     predictions: Path | None = Field(None, description="offline mode: interaction log LOG.jsonl to verify and score")
-    model_arg: list[str] = Field(default_factory=list, description="factory keyword argument NAME=VALUE (repeatable)")
+    model_arg: list[str] = Field(default_factory=list, description="factory keyword argument NAME=VALUE")
 
     @model_validator(mode="after")
     def _one_mode(self) -> IMISInputs:

@@ -468,7 +468,8 @@ class Mir3dInputs(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     ground_truth: Path = Field(
-        description="3D-MIR folder: 3DMIR_labels/<region>_labels_and_captions.csv, Data_Splits/<region>_full_*_split.csv"
+        description="3D-MIR folder: 3DMIR_labels/<region>_labels_and_captions.csv, "
+        "Data_Splits/<region>_full_*_split.csv"
     )
     predictions: Path = Field(
         description="rankings.csv (region,query,rank,retrieved[,score]; rank from 1) or .jsonl with the same fields"

@@ -1,7 +1,7 @@
 """Scoring of one (truth, prediction) pair of label maps for named labels: shared by UMD and X-ray seg.
 
 One confusion pass gives Dice/IoU and voxel counts for every label and region; surface metrics run per
-label on cropped bounding boxes. The empty policy (DESIGN.md):
+label on cropped bounding boxes. The empty policy (``docs/design.md``):
 
 =====================  ======  =====  ==============================  =====
 truth / prediction     Dice    NSD    HD95, HD, ASSD                  valid

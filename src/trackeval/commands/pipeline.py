@@ -12,7 +12,6 @@ import argparse
 from collections.abc import Callable
 from pathlib import Path
 
-
 STAGES = ("prepare", "train", "predict", "evaluate", "track", "gate")
 
 

@@ -1,6 +1,6 @@
 """IMIS protocol configuration: prompts, click simulation, turns, Dice empty rule, NoC thresholds.
 
-Defaults reproduce the original IMIS-Bench ``test.py`` (see ``../shared/reference/benchmark-protocols.md`` §2):
+Defaults reproduce the original IMIS-Bench ``test.py`` (see ``docs/benchmarks/imis.md``):
 random error-region clicks, first click among the 50 % of target pixels closest to the centroid, an exact
 tight box, no prompt accumulation (only the new click and the previous mask go to the model), 9 turns.
 """

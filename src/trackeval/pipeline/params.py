@@ -71,27 +71,6 @@ class Evaluation(Section):
     inputs: dict[str, str]
 
 
-def _default_evaluations() -> dict[str, Evaluation]:
-    rows = {
-        "umd": ("umd", {"ground_truth": "{prepared}/umd/gt", "predictions": "{predictions}/umd"}),
-        "mir3d": ("mir3d", {"ground_truth": "{data}/mir3d", "predictions": "{predictions}/mir3d/rankings.csv"}),
-        "xray_cls": (
-            "xray/cls",
-            {"ground_truth": "{prepared}/xray/cls/labels.csv", "predictions": "{predictions}/xray_cls/scores.csv"},
-        ),
-        "xray_seg": (
-            "xray/seg",
-            {
-                "ground_truth": "{prepared}/xray/seg/gt",
-                "predictions": "{predictions}/xray_seg",
-                "label_names": "{prepared}/xray/seg/label_names.csv",
-            },
-        ),
-        "imis": ("imis", {"ground_truth": "{data}/imis", "predictions": "{predictions}/imis/log.jsonl"}),
-    }
-    return {name: Evaluation(unit=unit, inputs=inputs) for name, (unit, inputs) in rows.items()}
-
-
 class PipelineParams(Section):
     """The whole ``pipeline`` section. ``evaluations``: ``{eval folder name: unit + inputs}`` (the folder
     ``work/eval/<name>/<version>``; dvc.yaml's evaluate matrix lists the same names)."""
@@ -100,7 +79,7 @@ class PipelineParams(Section):
     umd: UMDDemo = UMDDemo()
     xray: XRayDemo = XRayDemo()
     versions: dict[str, VersionSpec] = Field(default_factory=lambda: {"v1": VersionSpec(), "v2": VersionSpec()})
-    evaluations: dict[str, Evaluation] = Field(default_factory=_default_evaluations)
+    evaluations: dict[str, Evaluation] = Field(default_factory=dict)
 
     def version(self, name: str) -> VersionSpec:
         """The spec of version ``name``; a :class:`ConfigError` names the known versions otherwise."""

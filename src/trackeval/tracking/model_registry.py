@@ -16,10 +16,9 @@ from __future__ import annotations
 
 import re
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
-
-from collections.abc import Mapping
 
 from trackeval.config import GateConfig
 from trackeval.errors import InputError
@@ -128,7 +127,7 @@ def version_results(ml: Mlflow, mv: Any) -> dict[str, BenchmarkResult]:
     """
     runs = {k[len(EVAL_RUN_TAG) :]: v for k, v in mv.tags.items() if k.startswith(EVAL_RUN_TAG)}
     out: dict[str, BenchmarkResult] = {}
-    for tag, run_id in sorted(runs.items(), key=lambda kv: kv[0].count("/")):  # legacy (benchmark) tags first
+    for _, run_id in sorted(runs.items(), key=lambda kv: kv[0].count("/")):  # legacy (benchmark) tags first
         result = run_results(ml, run_id)
         out[result.unit] = result
     return dict(sorted(out.items()))

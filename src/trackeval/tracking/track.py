@@ -11,13 +11,14 @@ What a child run holds (all derived from ``results.json``; trackers never comput
 - artifacts: results.json, metrics.json, cases.parquet, ``figures/*.png`` and ``report.html``.
 
 Idempotent: the key ``sha256(benchmark, data digest, model name, model version, config digest)`` is looked up
-among FINISHED runs first; a match is not logged again. Faults (see :mod:`trackeval.tracking.client`):
-the results stay on disk when MLflow fails; a run left RUNNING by a killed process or a dead server is marked FAILED by the
-next ``track`` of the same model version. SQLite wants one writer: only this (parent) process logs.
+among FINISHED runs first; a match is not logged again. Faults (see :mod:`trackeval.tracking.client`): the
+results stay on disk when MLflow fails; a run left RUNNING by a killed process or a dead server is marked FAILED
+by the next ``track`` of the same model version. SQLite wants one writer: only this (parent) process logs.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import tempfile
 import time
