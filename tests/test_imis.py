@@ -462,7 +462,7 @@ def _log_pyfunc(tmp_path, python_model, name):
     return run.info.run_id
 
 
-def test_mlflow_model_uri_runs_the_protocol(demo, tmp_path):
+def test_mlflow_model_uri_runs_the_protocol(demo, tmp_path, monkeypatch):
     import mlflow
     import mlflow.pyfunc
 
@@ -482,7 +482,9 @@ def test_mlflow_model_uri_runs_the_protocol(demo, tmp_path):
         def predict(self, context, model_input, params=None):
             return model_input
 
-    previous = mlflow.get_tracking_uri()
+    # mlflow.set_tracking_uri also writes MLFLOW_TRACKING_URI into os.environ: clear both afterwards and let
+    # monkeypatch restore whatever the environment held before, so no later test sees this store
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     try:
         run_id = _log_pyfunc(tmp_path, Wrapped(), "imis_grower")
         _log_pyfunc(tmp_path, NotProtocol(), "imis_identity")
@@ -500,5 +502,5 @@ def test_mlflow_model_uri_runs_the_protocol(demo, tmp_path):
         code = main(["evaluate", "imis", "--ground-truth", str(demo), "--model", "models:/nope/3", "--out", "x"])
         assert code == 2
     finally:
-        mlflow.set_tracking_uri(previous)
+        mlflow.set_tracking_uri(None)
         load_model.cache_clear()

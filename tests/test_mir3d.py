@@ -342,7 +342,7 @@ def test_bad_files(toy, tmp_path: Path, capsys) -> None:
     jsonl.write_text('{"region": "colon", "query": "q1", "rank": 1, "retrieved": "i01"}\n{"region": "colon"\n')
     cases = [
         (_argv(gt, bad_header, tmp_path / "o"), "missing required column(s) ['retrieved']"),
-        (_argv(gt, jsonl, tmp_path / "o"), "line 2: not a JSON object"),
+        (_argv(gt, jsonl, tmp_path / "o"), "malformed JSON on line 2"),
         (_argv(gt, tmp_path / "nope.csv", tmp_path / "o"), "file not found"),
         (_argv(tmp_path, pred, tmp_path / "o"), "no 3DMIR_labels/ folder"),
         (_argv(gt, pred, tmp_path / "o", "--set", "mir3d.regions=[brain]"), "region(s) ['brain'] not in the ground"),

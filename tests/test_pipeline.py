@@ -40,7 +40,7 @@ TINY = {
     "bootstrap.n_resamples": 50,
     "gate.n_resamples": 100,
     # tiny networks cannot reach the real floors; v1 must become champion so that v2 is gated against it
-    "gate.floors": {"umd": 0.0, "mir3d": 0.0, "xray": 0.0, "imis": 0.0},
+    "gate.floors": {"umd": 0.0, "mir3d": 0.0, "xray/cls": 0.0, "xray/seg": 0.0, "imis": 0.0},
 }
 PINNED = ("umd/dsc", "mir3d/group/ap_at_10", "xray/cls/auroc", "xray/seg/dsc", "imis/dice/by_prompt/point")
 
@@ -126,16 +126,22 @@ def _check_mlflow_store(repo: Path) -> None:
     tagged = {mv.tags["trackeval.model_version"]: mv for mv in versions}
     assert sorted(tagged) == ["v1", "v2"] and len(versions) == 2
     for mv in tagged.values():  # the trained networks are the version's artifacts; eval runs are linked
-        assert {"trackeval.eval_run.umd", "trackeval.eval_run.xray", "trackeval.eval_run.imis"} <= set(mv.tags)
+        units = {"umd", "mir3d", "xray/cls", "xray/seg", "imis"}  # every X-ray task is its own unit
+        assert {f"trackeval.eval_run.{u}" for u in units} <= set(mv.tags)
         files = {f.path for f in client.list_artifacts(mv.run_id, "model/umd")}
         assert files == {"model/umd/weights.pt", "model/umd/spec.json"}
     verdict = json.loads((repo / "work" / "gate" / "verdict.json").read_text())
-    assert verdict["v1"]["verdict"] == "pass"  # floors are 0 here: v1 became champion first
+    assert verdict["v1"]["verdict"] == "pass", verdict["v1"]["reasons"]  # floors are 0 here: v1 is champion first
     v2 = verdict["v2"]["verdict"]
     assert v2 in ("pass", "fail") and (v2 == "pass") == (not verdict["v2"]["reasons"])
     champion = client.get_model_version_by_alias(MODEL, "champion")
     assert champion.tags["trackeval.model_version"] == ("v2" if v2 == "pass" else "v1") == verdict["champion"]
     assert client.get_model_version(MODEL, tagged["v2"].version).tags["trackeval.gate.verdict"] == v2
+    decision = json.loads(
+        Path(client.download_artifacts(verdict["v2"]["decision_run"], "decision.json", str(repo / "dl"))).read_text()
+    )
+    compared = {c["benchmark"]: c["metric"] for c in decision["comparisons"]}
+    assert compared["xray/seg"] == "xray/seg/dsc" and compared["xray/cls"] == "xray/cls/auroc"
     metrics = json.loads((repo / "work" / "eval" / "umd" / "v2" / "metrics.json").read_text())
     assert 0.0 <= metrics["umd/dsc"] <= 1.0
     plot = (repo / "work" / "eval" / "imis" / "v1" / "plot.csv").read_text().splitlines()

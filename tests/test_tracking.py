@@ -206,12 +206,12 @@ def test_crash_mid_logging_leaves_runs_failed_then_retrack_logs_once(store, eval
     def crash(*args, **kwargs):
         raise RuntimeError("figure backend crashed")
 
-    monkeypatch.setattr("trackeval.report.figures.save_figures", crash)
-    with pytest.raises(RuntimeError, match="figure backend crashed"):
-        main(["track", str(folder), *sets])
+    with monkeypatch.context() as patch:  # undoes this patch only (monkeypatch.undo() would undo the fixtures' too)
+        patch.setattr("trackeval.report.figures.save_figures", crash)
+        with pytest.raises(RuntimeError, match="figure backend crashed"):
+            main(["track", str(folder), *sets])
     assert [r.info.status for r in _runs(client, "benchmark")] == ["FAILED"]
     assert [r.info.status for r in _runs(client, "evaluation")] == ["FAILED"]
-    monkeypatch.undo()
     assert main(["track", str(folder), *sets]) == 0
     assert len(_runs(client, "benchmark", "FINISHED")) == 1
     assert len(_runs(client, "benchmark")) == 2

@@ -318,7 +318,7 @@ def test_ret_bad_input(tmp_path, capsys):
     cases = [
         ([["q", 1, "q"]], ("retrieves itself", "case=q", "field=retrieved")),
         ([["q", 1, "x"], ["q", 2, "x"]], ("retrieved twice", "field=retrieved")),
-        ([["q", 1, "x"], ["q", 3, "y"]], ("skip rank 2", "field=rank")),
+        ([["q", 1, "x"], ["q", 3, "y"]], ("not 1..2: rank 2 is missing (rank 3 is on line 3)", "case=q", "field=rank")),
         ([["z", 1, "x"]], ("query 'z'", "field=query")),
         ([["q", 1, "nope"]], ("'nope'", "field=retrieved")),
     ]

@@ -8,7 +8,6 @@ refuses such a result) and the offending ids in its ``warnings``.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +16,7 @@ import nibabel as nib
 import numpy as np
 
 from trackeval.errors import InputError
+from trackeval.io.hashing import sha256_bytes
 from trackeval.io.tables import read_csv_rows
 
 
@@ -37,9 +37,7 @@ def voxel_digest(path: Path) -> str:
         raise InputError(f"cannot read image for the duplicate audit: {exc}", file=str(path), field="image") from exc
     as_int = np.issubdtype(data.dtype, np.integer) or (np.isfinite(data).all() and np.array_equal(data, np.round(data)))
     canon = np.ascontiguousarray(data, dtype=np.int64 if as_int else np.float64)
-    h = hashlib.sha256(repr(canon.shape).encode())
-    h.update(canon.tobytes())
-    return h.hexdigest()
+    return sha256_bytes(repr(canon.shape).encode(), canon.tobytes())
 
 
 def subject_overlap(train_subjects: Iterable[str], test_subjects: Iterable[str]) -> AuditFinding:

@@ -32,8 +32,6 @@ Scoring is one vectorised pass per region (no per-case files to read), so it run
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,6 +42,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from trackeval.config import EvalConfig, Mir3dConfig
 from trackeval.config.base import KEY_TOKEN
 from trackeval.errors import ConfigError, InputError
+from trackeval.io.files import read_jsonl
+from trackeval.io.hashing import sha256_files, sha256_text
+from trackeval.io.rankings import RankedLists
 from trackeval.io.tables import read_csv_rows
 from trackeval.metrics.ranking import average_precision, label_relevance, precision_at_10_original_quirk, precision_at_k
 from trackeval.results import BenchmarkResult, CaseRecord, MetricSummary, PlotSpec, build_result, metric_key
@@ -194,28 +195,12 @@ def _read_ranking_rows(path: Path) -> list[tuple[int, dict[str, str]]]:
     """``(line, row)`` pairs of a rankings CSV or JSONL file, every row with the four required fields."""
     if path.suffix.lower() not in JSONL_SUFFIXES:
         return list(enumerate(read_csv_rows(path, required=RANKING_FIELDS), start=2))
-    try:
-        lines = path.read_text(encoding="utf-8-sig").splitlines()
-    except FileNotFoundError as exc:
-        raise InputError("file not found", file=str(path)) from exc
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read file as UTF-8 text: {exc}", file=str(path)) from exc
     rows: list[tuple[int, dict[str, str]]] = []
-    for line, text in enumerate(lines, start=1):
-        if not text.strip():
-            continue
-        try:
-            obj = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"line {line}: not a JSON object ({exc.msg})", file=str(path)) from None
-        if not isinstance(obj, dict):
-            raise InputError(f"line {line}: not a JSON object", file=str(path))
+    for line, obj in read_jsonl(path):
         missing = [f for f in RANKING_FIELDS if f not in obj]
         if missing:
             raise InputError(f"line {line}: missing field(s) {missing}", file=str(path), field=missing[0])
         rows.append((line, {k: str(v).strip() for k, v in obj.items() if v is not None}))
-    if not rows:
-        raise InputError("no rankings (the file is empty)", file=str(path))
     return rows
 
 
@@ -234,8 +219,7 @@ def load_rankings(
         InputError: see the module docstring (file, line and field named).
     """
     file = str(path)
-    lists: dict[tuple[str, str], dict[int, tuple[int, int]]] = {}  # rank -> (index position, line)
-    first_line: dict[tuple[str, str, str], int] = {}
+    ranked: dict[str, RankedLists] = {}  # per region: the rank, self-retrieval and duplicate checks
     positions = {r: {name: i for i, name in enumerate(t.index)} for r, t in truth.items()}
     queries = {r: set(t.queries) for r, t in truth.items()}
     skipped = 0
@@ -255,11 +239,9 @@ def load_rankings(
             raise InputError(
                 f"line {line}: query is not in the {region} test split", file=file, case_id=query or None, field="query"
             )
-        rank = _int_field(row, "rank", path, f"line {line}", query)
-        if rank < 1:
-            raise InputError(
-                f"line {line}: rank must be >= 1 (ranks start at 1)", file=file, case_id=query, field="rank"
-            )
+        if region not in ranked:
+            ranked[region] = RankedLists(path, list_name=f"{region} list")
+        ranked[region].add(line, query, row["rank"], retrieved)
         if row.get("score"):
             try:
                 float(row["score"])
@@ -270,8 +252,6 @@ def load_rankings(
                     case_id=query,
                     field="score",
                 ) from None
-        if retrieved == query:
-            raise InputError(f"line {line}: the query retrieves itself", file=file, case_id=query, field="retrieved")
         if retrieved not in positions[region]:
             what = "a test query" if retrieved in queries[region] else "unknown to the region"
             raise InputError(
@@ -280,35 +260,11 @@ def load_rankings(
                 case_id=query,
                 field="retrieved",
             )
-        dup = first_line.setdefault((region, query, retrieved), line)
-        if dup != line:
-            raise InputError(
-                f"line {line}: {retrieved!r} is retrieved twice for this query (also on line {dup})",
-                file=file,
-                case_id=query,
-                field="retrieved",
-            )
-        ranks = lists.setdefault((region, query), {})
-        if rank in ranks:
-            raise InputError(
-                f"line {line}: rank {rank} appears twice for this query (also on line {ranks[rank][1]})",
-                file=file,
-                case_id=query,
-                field="rank",
-            )
-        ranks[rank] = (positions[region][retrieved], line)
-    out: dict[tuple[str, str], RankedList] = {}
-    for (region, query), ranks in lists.items():
-        gap = next((r for r in range(1, len(ranks) + 1) if r not in ranks), None)
-        if gap is not None:
-            raise InputError(
-                f"ranks of this {region} list are not 1..{len(ranks)}: rank {gap} is missing",
-                file=file,
-                case_id=query,
-                field="rank",
-            )
-        out[(region, query)] = RankedList(region, query, tuple(ranks[r][0] for r in range(1, len(ranks) + 1)))
-    return out, skipped
+    return {
+        (region, query): RankedList(region, query, tuple(positions[region][name] for name in items))
+        for region, lists in ranked.items()
+        for query, items in lists.lists().items()
+    }, skipped
 
 
 def score_region(
@@ -399,10 +355,6 @@ def aggregate(records: list[CaseRecord], regions: list[str], cfg: EvalConfig) ->
     return out
 
 
-def _sha256(data: bytes | str) -> str:
-    return hashlib.sha256(data.encode() if isinstance(data, str) else data).hexdigest()
-
-
 def _audit_warnings(truth: dict[str, RegionTruth]) -> list[str]:
     return [
         f"leakage audit: {t.region}: {len(t.overlap)} volume(s) are both in the index (train split) and among the "
@@ -433,10 +385,8 @@ def evaluate(gt_dir: Path, predictions: Path, cfg: EvalConfig, model: dict[str, 
         notes.append(f"{skipped} ranking row(s) of regions not selected by mir3d.regions ignored")
     for note in notes:
         log.warning(note)
-    gt_digest = _sha256(
-        "\n".join(f"{p.parent.name}/{p.name}:{_sha256(p.read_bytes())}" for t in truth.values() for p in t.files)
-    )
-    pred_digest = _sha256(predictions.read_bytes())
+    gt_digest = sha256_text(*(f"{p.parent.name}/{p.name}:{sha256_files(p)}" for t in truth.values() for p in t.files))
+    pred_digest = sha256_files(predictions)
     config = cfg.model_dump(mode="json", include={"bootstrap", "mir3d"})
     summary = {
         "n_regions": len(regions),

@@ -15,7 +15,6 @@ subjects.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import warnings
@@ -32,6 +31,7 @@ from trackeval.config import EvalConfig, UMDConfig
 from trackeval.engine.cache import CaseCache, cache_key
 from trackeval.engine.executors import map_cases
 from trackeval.errors import InputError
+from trackeval.io.hashing import sha256_files
 from trackeval.io.nifti import LabelVolume, check_same_grid, read_bytes_digest, read_label_map
 from trackeval.io.paths import check_case_id, resolve_inside
 from trackeval.io.tables import read_csv_rows
@@ -132,7 +132,7 @@ def load_cases(gt_dir: Path, pred_dir: Path) -> tuple[list[UMDCase], list[str], 
             )
         )
     extra = sorted(p.name for p in pred_dir.glob("*" + SUFFIX) if p.name[: -len(SUFFIX)] not in seen)
-    return cases, extra, hashlib.sha256(manifest.read_bytes()).hexdigest()
+    return cases, extra, sha256_files(manifest)
 
 
 def audit_cases(cases: list[UMDCase], cfg: UMDConfig) -> list[AuditFinding]:

@@ -16,7 +16,6 @@ differs, naming the case, target and turn.
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 from collections.abc import Iterable
@@ -32,6 +31,8 @@ from trackeval.config.imis import IMISConfig
 from trackeval.errors import InputError
 from trackeval.interactive.loop import PromptSchedule, Turn
 from trackeval.interactive.protocol import PROMPT_TYPES, ModelError, to_mask
+from trackeval.io.files import decode_text, parse_jsonl, read_bytes
+from trackeval.io.hashing import sha256_bytes, sha256_stream
 from trackeval.io.paths import resolve_inside
 
 
@@ -80,20 +81,13 @@ class InteractionLog:
 
 def read_log(path: Path) -> InteractionLog:
     """Parse and validate a JSONL log; :class:`InputError` names the file, line and field of any problem."""
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise InputError(f"cannot read the interaction log: {exc.strerror or exc}", file=str(path)) from exc
+    raw = read_bytes(path)
     by_case: dict[str, list[tuple[int, LogLine]]] = {}
     seeds: set[int] = set()
     types: set[str] = set()
-    for n, text in enumerate(raw.decode("utf-8-sig", errors="replace").splitlines(), start=1):
-        if not text.strip():
-            continue
+    for n, obj in parse_jsonl(decode_text(raw, file=path), file=path):
         try:
-            line = LogLine.model_validate(json.loads(text))
-        except json.JSONDecodeError as exc:
-            raise InputError(f"line {n} is not JSON: {exc.msg}", file=str(path), field=f"line {n}") from exc
+            line = LogLine.model_validate(obj)
         except ValidationError as exc:
             err = exc.errors()[0]
             loc = ".".join(str(p) for p in err["loc"])
@@ -106,7 +100,7 @@ def read_log(path: Path) -> InteractionLog:
     if len(seeds) > 1:
         raise InputError(f"lines use different seeds {sorted(seeds)}; one log = one seed", file=str(path), field="seed")
     ordered = tuple(p for p in PROMPT_TYPES if p in types)
-    return InteractionLog(path, by_case, ordered, seeds.pop(), hashlib.sha256(raw).hexdigest())
+    return InteractionLog(path, by_case, ordered, seeds.pop(), sha256_bytes(raw))
 
 
 def read_mask(path: Path, shape: tuple[int, ...], *, case_id: str) -> np.ndarray:
@@ -245,9 +239,6 @@ def verify_case(
 
 def masks_digest(masks: dict[str, dict[str, list[np.ndarray]]]) -> str:
     """sha256 over every turn mask of a case (bit-packed, in target / prompt / turn order)."""
-    sha = hashlib.sha256()
-    for target in masks:
-        for seq in masks[target].values():
-            for m in seq:
-                sha.update(np.packbits(m).tobytes())
-    return sha.hexdigest()
+    return sha256_stream(
+        np.packbits(m).tobytes() for per_target in masks.values() for seq in per_target.values() for m in seq
+    )

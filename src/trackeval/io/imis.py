@@ -23,7 +23,6 @@ Only non-empty targets are evaluated (as the original). Every error names the fi
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import re
@@ -37,6 +36,8 @@ from PIL import Image, UnidentifiedImageError
 
 from trackeval.config.imis import IMISConfig
 from trackeval.errors import InputError
+from trackeval.io.files import read_bytes
+from trackeval.io.hashing import sha256_bytes, sha256_files, sha256_text
 from trackeval.io.nifti import LabelVolume, check_same_grid, read_bytes_digest, read_label_map
 from trackeval.io.paths import check_case_id, resolve_inside
 from trackeval.io.tables import read_csv_rows
@@ -88,7 +89,7 @@ def load_cases(root: Path, cfg: IMISConfig) -> tuple[list[IMISCase], str]:
 
 def _imis_cases(root: Path, cfg: IMISConfig) -> tuple[list[IMISCase], str]:
     path = root / DATASET_JSON
-    raw = path.read_bytes()
+    raw = read_bytes(path)
     try:
         meta = json.loads(raw.decode("utf-8-sig"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -143,7 +144,7 @@ def _imis_cases(root: Path, cfg: IMISConfig) -> tuple[list[IMISCase], str]:
                 "imis",
             )
         )
-    return cases, hashlib.sha256(raw).hexdigest()
+    return cases, sha256_bytes(raw)
 
 
 def _nifti_cases(root: Path, cfg: IMISConfig) -> tuple[list[IMISCase], str]:
@@ -172,7 +173,7 @@ def _nifti_cases(root: Path, cfg: IMISConfig) -> tuple[list[IMISCase], str]:
                 "nifti",
             )
         )
-    return cases, hashlib.sha256(manifest.read_bytes()).hexdigest()
+    return cases, sha256_files(manifest)
 
 
 def read_case(case: IMISCase, cfg: IMISConfig) -> LoadedCase:
@@ -182,7 +183,7 @@ def read_case(case: IMISCase, cfg: IMISConfig) -> LoadedCase:
         masks, label_digest = _read_sparse_label(case, image.shape[:2])
     else:
         image, masks, image_digest, label_digest = _read_nifti_pair(case, cfg)
-    digest = hashlib.sha256(f"{image_digest}:{label_digest}".encode()).hexdigest()
+    digest = sha256_text(f"{image_digest}:{label_digest}")
     return LoadedCase(image, {t: m for t, m in masks.items() if m.any()}, digest)
 
 

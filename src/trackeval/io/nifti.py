@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import gzip
-import hashlib
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,6 +11,8 @@ import nibabel as nib
 import numpy as np
 
 from trackeval.errors import InputError
+from trackeval.io.files import read_bytes
+from trackeval.io.hashing import sha256_bytes
 
 #: Refuse volumes larger than this many voxels (a corrupt header can claim absurd sizes).
 MAX_VOXELS = 2_000_000_000
@@ -33,13 +34,10 @@ def read_bytes_digest(path: Path, *, case_id: str) -> tuple[bytes, str]:
 
     Raises :class:`InputError` naming the file and case when it cannot be read or is empty.
     """
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise InputError(f"cannot read file: {exc.strerror or exc}", file=str(path), case_id=case_id) from exc
+    data = read_bytes(path, case_id=case_id)
     if not data:
         raise InputError("file is empty", file=str(path), case_id=case_id)
-    return data, hashlib.sha256(data).hexdigest()
+    return data, sha256_bytes(data)
 
 
 def read_label_map(path: Path, *, case_id: str, raw: bytes | None = None, digest: str | None = None) -> LabelVolume:

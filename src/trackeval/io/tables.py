@@ -6,6 +6,7 @@ import csv
 from pathlib import Path
 
 from trackeval.errors import InputError
+from trackeval.io.files import decode_text, read_bytes
 
 
 def read_csv_rows(path: Path, required: tuple[str, ...]) -> list[dict[str, str]]:
@@ -14,14 +15,7 @@ def read_csv_rows(path: Path, required: tuple[str, ...]) -> list[dict[str, str]]
     Raises :class:`InputError` naming the file (and line/column) for a missing or unreadable file, a
     non-UTF-8 encoding, a missing required column, a ragged row, or a file without data rows.
     """
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except FileNotFoundError as exc:
-        raise InputError("file not found", file=str(path)) from exc
-    except UnicodeDecodeError as exc:
-        raise InputError(f"not UTF-8 text ({exc.reason} at byte {exc.start})", file=str(path)) from exc
-    except OSError as exc:
-        raise InputError(f"cannot read file: {exc.strerror or exc}", file=str(path)) from exc
+    text = decode_text(read_bytes(path), file=path)
     try:
         reader = csv.reader(text.splitlines())
         header = [h.strip() for h in next(reader, [])]

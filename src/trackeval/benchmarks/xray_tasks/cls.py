@@ -22,9 +22,10 @@ from pathlib import Path
 import numpy as np
 
 from trackeval.benchmarks.summaries import mean_summaries, summary
-from trackeval.benchmarks.xray_tasks.common import TaskInputs, TaskOutput, sha256_files, unique_tokens
+from trackeval.benchmarks.xray_tasks.common import TaskInputs, TaskOutput, unique_tokens
 from trackeval.config import EvalConfig
 from trackeval.errors import InputError
+from trackeval.io.hashing import sha256_files
 from trackeval.io.tables import read_csv_rows
 from trackeval.metrics.classification import (
     delong,

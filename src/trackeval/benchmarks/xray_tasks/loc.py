@@ -25,9 +25,11 @@ from typing import Any
 import numpy as np
 
 from trackeval.benchmarks.summaries import column_summary, summary
-from trackeval.benchmarks.xray_tasks.common import TaskInputs, TaskOutput, read_json, sha256_files, unique_tokens
+from trackeval.benchmarks.xray_tasks.common import TaskInputs, TaskOutput, unique_tokens
 from trackeval.config import EvalConfig
 from trackeval.errors import InputError
+from trackeval.io.files import read_json
+from trackeval.io.hashing import sha256_files
 from trackeval.metrics.detection import average_precision_at_iou, grounding_iou, xywh_to_xyxy
 from trackeval.results import CaseRecord, MetricSummary, metric_key
 

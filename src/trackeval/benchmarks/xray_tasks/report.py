@@ -23,10 +23,12 @@ from typing import Any
 import numpy as np
 
 from trackeval.benchmarks.summaries import column_summary, summary
-from trackeval.benchmarks.xray_tasks.common import TaskInputs, TaskOutput, read_jsonl, sha256_files
+from trackeval.benchmarks.xray_tasks.common import TaskInputs, TaskOutput
 from trackeval.config import EvalConfig
 from trackeval.config.base import BootstrapConfig
 from trackeval.errors import InputError
+from trackeval.io.files import read_jsonl
+from trackeval.io.hashing import sha256_files
 from trackeval.metrics.text import BleuStats, NgramCorpus, bleu_from_stats, bleu_stats, cider_d, rouge_l, tokenize
 from trackeval.results import CaseRecord, MetricSummary, metric_key
 from trackeval.stats.bootstrap import group_seed, weight_blocks

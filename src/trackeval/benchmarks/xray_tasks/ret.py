@@ -8,7 +8,8 @@ a query-level bootstrap CI. A list shorter than ``k`` is padded with non-relevan
 ``n_short_lists``).
 
 Errors: unknown query or retrieved id, a duplicate retrieved id or rank in one list, a query retrieving itself,
-non-integer or non-positive ranks, gaps in the ranks, duplicate image ids in labels.csv.
+non-integer or non-positive ranks, gaps in the ranks (the list checks of :class:`trackeval.io.rankings.RankedLists`),
+duplicate image ids in labels.csv.
 """
 
 from __future__ import annotations
@@ -19,9 +20,11 @@ from pathlib import Path
 import numpy as np
 
 from trackeval.benchmarks.summaries import column_summary
-from trackeval.benchmarks.xray_tasks.common import TaskInputs, TaskOutput, sha256_files
+from trackeval.benchmarks.xray_tasks.common import TaskInputs, TaskOutput
 from trackeval.config import EvalConfig
 from trackeval.errors import InputError
+from trackeval.io.hashing import sha256_files
+from trackeval.io.rankings import RankedLists
 from trackeval.io.tables import read_csv_rows
 from trackeval.metrics.ranking import label_relevance, precision_at_k
 from trackeval.results import CaseRecord, metric_key
@@ -48,40 +51,18 @@ def read_labels(path: Path) -> dict[str, str]:
 
 def read_rankings(path: Path, labels: dict[str, str]) -> dict[str, list[str]]:
     """``{query: retrieved ids in rank order}``, validated against ``labels`` (see the module docstring)."""
-    lists: dict[str, dict[int, tuple[str, int]]] = {}
-    seen: dict[str, dict[str, int]] = {}  # per query: retrieved id -> line
+    ranked = RankedLists(path)
     for line, row in enumerate(read_csv_rows(path, required=("query", "rank", "retrieved")), start=2):
         q, item = row["query"], row["retrieved"]
         where = {"file": str(path), "case_id": q or None}
         if q not in labels:
-            raise InputError(f"query {q!r} on line {line} is not in the labels file", field="query", **where)
+            raise InputError(f"line {line}: query {q!r} is not in the labels file", field="query", **where)
         if item not in labels:
             raise InputError(
-                f"retrieved id {item!r} on line {line} is not in the labels file", field="retrieved", **where
+                f"line {line}: retrieved id {item!r} is not in the labels file", field="retrieved", **where
             )
-        if item == q:
-            raise InputError(f"the query retrieves itself on line {line}", field="retrieved", **where)
-        try:
-            rank = int(row["rank"])
-        except ValueError:
-            raise InputError(f"rank {row['rank']!r} on line {line} is not an integer", field="rank", **where) from None
-        if rank < 1:
-            raise InputError(f"rank {rank} on line {line} must be >= 1", field="rank", **where)
-        ranks = lists.setdefault(q, {})
-        if rank in ranks:
-            raise InputError(f"rank {rank} repeated on lines {ranks[rank][1]} and {line}", field="rank", **where)
-        items = seen.setdefault(q, {})
-        if item in items:
-            raise InputError(f"{item!r} retrieved twice (lines {items[item]} and {line})", field="retrieved", **where)
-        items[item] = line
-        ranks[rank] = (item, line)
-    out = {}
-    for q, ranks in lists.items():
-        if sorted(ranks) != list(range(1, len(ranks) + 1)):
-            gap = next(r for r in range(1, len(ranks) + 2) if r not in ranks)
-            raise InputError(f"ranks of this query skip rank {gap}", file=str(path), case_id=q, field="rank")
-        out[q] = [ranks[r][0] for r in range(1, len(ranks) + 1)]
-    return out
+        ranked.add(line, q, row["rank"], item)
+    return ranked.lists()
 
 
 def evaluate(inputs: TaskInputs, cfg: EvalConfig) -> TaskOutput:

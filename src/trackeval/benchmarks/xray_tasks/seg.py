@@ -14,7 +14,6 @@ is scored as all background (``xray.seg.missing_prediction: worst``) or left NaN
 
 from __future__ import annotations
 
-import hashlib
 import io
 import logging
 from dataclasses import dataclass
@@ -25,11 +24,12 @@ from PIL import Image, UnidentifiedImageError
 
 from trackeval.benchmarks.segmentation import present_labels
 from trackeval.benchmarks.summaries import mean_summaries
-from trackeval.benchmarks.xray_tasks.common import TaskInputs, TaskOutput, digest_lines, read_bytes, unique_tokens
+from trackeval.benchmarks.xray_tasks.common import TaskInputs, TaskOutput, unique_tokens
 from trackeval.config import EvalConfig
 from trackeval.engine.executors import map_cases
 from trackeval.errors import InputError
-from trackeval.io.nifti import read_label_map
+from trackeval.io.hashing import sha256_text
+from trackeval.io.nifti import read_bytes_digest, read_label_map
 from trackeval.io.paths import check_case_id, resolve_inside
 from trackeval.io.tables import read_csv_rows
 from trackeval.metrics.overlap import confusion_matrix, counts_from_matrix, dice_from_counts, iou_from_counts
@@ -68,9 +68,7 @@ def _case_id(path: Path) -> str | None:
 def read_label_image(path: Path, *, case_id: str) -> tuple[np.ndarray, str]:
     """A 2D integer label map from PNG or NIfTI and the file's sha256; :class:`InputError` when it is not one."""
     if path.name.lower().endswith(".png"):
-        raw = read_bytes(path)
-        if not raw:
-            raise InputError("file is empty", file=str(path), case_id=case_id)
+        raw, digest = read_bytes_digest(path, case_id=case_id)
         try:
             with Image.open(io.BytesIO(raw)) as img:
                 if img.mode not in _PNG_MODES:
@@ -86,7 +84,7 @@ def read_label_image(path: Path, *, case_id: str) -> tuple[np.ndarray, str]:
         array = array.astype(np.uint8) if array.dtype == bool else array
         if array.dtype.kind == "i" and array.size and array.min() < 0:
             raise InputError(f"negative label value {int(array.min())}", file=str(path), case_id=case_id)
-        return array, hashlib.sha256(raw).hexdigest()
+        return array, digest
     vol = read_label_map(path, case_id=case_id)
     array = vol.array
     if array.ndim == 3 and array.shape[2] == 1:
@@ -215,8 +213,8 @@ def evaluate(inputs: TaskInputs, cfg: EvalConfig) -> TaskOutput:
         records=records,
         aggregates=out,
         item_kind="class",
-        ground_truth_digest=digest_lines([f"{s.record.case_id}:{s.truth_digest}" for s in scored]),
-        predictions_digest=digest_lines([f"{s.record.case_id}:{s.pred_digest}" for s in scored]),
+        ground_truth_digest=sha256_text(*(f"{s.record.case_id}:{s.truth_digest}" for s in scored)),
+        predictions_digest=sha256_text(*(f"{s.record.case_id}:{s.pred_digest}" for s in scored)),
         summary={
             "n_images": len(records),
             "n_missing_predictions": sum(r.status == "missing_prediction" for r in records),
