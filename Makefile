@@ -43,10 +43,8 @@ demo: setup
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(DVC) repro
 	@echo "== v2 - v1 on every benchmark (paired, 95% CI)"
 	$(VENV)/bin/trackeval compare seg/v2 seg/v1 --config params.yaml
-	@echo "== gate"
-	@$(PY) -c "import json; d = json.load(open('work/gate/verdict.json')); v = d.get('v2') or {}; \
-		print('gate verdict for seg/v2:', v.get('verdict', 'not re-run').upper(), '| champion:', d['champion']); \
-		[print('  -', r) for r in v.get('reasons', [])]"
+	@echo "== gate (as the MLflow registry holds it)"
+	$(VENV)/bin/trackeval pipeline verdict
 	@echo "== MLflow UI: $(VENV)/bin/mlflow ui --backend-store-uri sqlite:///mlflow.db  (then open http://127.0.0.1:5000)"
 
 test: setup

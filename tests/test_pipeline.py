@@ -148,20 +148,64 @@ def _check_mlflow_store(repo: Path) -> None:
     assert plot[0] == "click,value,ci95_low,ci95_high" and [r.split(",")[0] for r in plot[1:]] == ["1", "2"]
 
 
+#: the stages that change the MLflow registry: always run (never restored from DVC's run-cache)
+ALWAYS = {"track", "gate"}
+
+
+def _status(repo: Path) -> set[str]:
+    """Stages ``dvc status`` reports as changed, besides the always-changed ones."""
+    return set(json.loads(_run(repo, DVC, "status", "--json").stdout)) - ALWAYS
+
+
 def _check_noop_and_granular_rerun(repo: Path) -> None:
-    assert "up to date" in _run(repo, DVC, "status").stdout
-    assert _ran(_run(repo, DVC, "repro").stdout) == set()
+    assert _status(repo) == set()
+    assert _ran(_run(repo, DVC, "repro").stdout) == ALWAYS
     params = yaml.safe_load((repo / "params.yaml").read_text(encoding="utf-8"))
     params["pipeline"]["versions"]["v2"]["xray_cls_signal"] = 2.0
     params["gate"]["seed"] = 1
     (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
-    status = _run(repo, DVC, "status", "--json").stdout
-    assert set(json.loads(status)) == {"predict@v2", "gate"}  # stages whose own params changed
+    assert _status(repo) == {"predict@v2"}  # stages whose own params changed (+ track and gate, always)
     ran = _ran(_run(repo, DVC, "repro").stdout)
     assert {"predict@v2", "evaluate@xray_cls-v2", "track", "gate"} <= ran
     assert not ran & {"prepare", "train@v1", "train@v2", "predict@v1"}
     assert not any(s.endswith("-v1") for s in ran)
-    assert "up to date" in _run(repo, DVC, "status").stdout
+    assert _status(repo) == set()
+
+
+def _registry_state(repo: Path) -> tuple[str, dict[str, dict[str, str]]]:
+    """``@champion``'s trackeval version and every version's ``eval_run.<unit>`` tags."""
+    client = _client(repo)
+    champion = client.get_model_version_by_alias(MODEL, "champion").tags["trackeval.model_version"]
+    runs = {
+        mv.tags["trackeval.model_version"]: {k: v for k, v in mv.tags.items() if k.startswith("trackeval.eval_run.")}
+        for mv in client.search_model_versions(f"name = '{MODEL}'")
+    }
+    return champion, runs
+
+
+def _check_registry_follows_a_revert(repo: Path) -> None:
+    """Pass with a looser gate, revert params.yaml, repro: the registry, verdict.json and what is printed agree
+    with the workspace again (DVC must not restore the old verdict from its run-cache)."""
+    before = _registry_state(repo)
+    verdict = json.loads((repo / "work" / "gate" / "verdict.json").read_text())
+    assert verdict["v2"]["verdict"] == "fail", verdict["v2"]  # 2-step click network vs the region grower
+    original = (repo / "params.yaml").read_text(encoding="utf-8")
+    loose = yaml.safe_load(original)
+    for section in ("margins", "group_margins"):
+        loose["gate"][section] = {"umd": 1.0, "mir3d": 1.0, "xray": 1.0, "imis": 1.0}
+    (repo / "params.yaml").write_text(yaml.safe_dump(loose, sort_keys=False), encoding="utf-8")
+    assert _ran(_run(repo, DVC, "repro").stdout) == ALWAYS
+    assert (
+        _registry_state(repo)[0]
+        == "v2"
+        == json.loads((repo / "work" / "gate" / "verdict.json").read_text())["champion"]
+    )
+    (repo / "params.yaml").write_text(original, encoding="utf-8")
+    assert _ran(_run(repo, DVC, "repro").stdout) == ALWAYS
+    assert _registry_state(repo) == before
+    assert json.loads((repo / "work" / "gate" / "verdict.json").read_text())["champion"] == before[0] == "v1"
+    shown = _run(repo, str(BIN / "trackeval"), "pipeline", "verdict").stdout
+    assert f"{MODEL}@champion (registry): v1" in shown and f"gate verdict for {MODEL}/v2 (registry): FAIL" in shown
 
 
 def _check_remote_round_trip(repo: Path, tmp_path: Path) -> None:
@@ -176,12 +220,13 @@ def _check_remote_round_trip(repo: Path, tmp_path: Path) -> None:
     _run(clone, DVC, "pull", "-q")
     assert (clone / "data" / "umd" / "ct.nii.gz").read_bytes() == (repo / "data" / "umd" / "ct.nii.gz").read_bytes()
     assert (clone / "work" / "models" / "v2" / "umd" / "weights.pt").is_file()
-    assert "up to date" in _run(clone, DVC, "status").stdout
+    assert _status(clone) == set()
 
 
 def test_pipeline_end_to_end(tmp_path: Path) -> None:
     """One test (the steps share one expensive repo, and xdist would split separate tests across workers)."""
     repo = _built_repo(tmp_path / "repo")
     _check_mlflow_store(repo)
+    _check_registry_follows_a_revert(repo)
     _check_noop_and_granular_rerun(repo)
     _check_remote_round_trip(repo, tmp_path)

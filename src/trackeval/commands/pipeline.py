@@ -9,10 +9,19 @@ and the demo it trains are the optional ``demo`` part of trackeval; they are imp
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from trackeval.config import EvalConfig
+    from trackeval.pipeline.params import PipelineParams
+    from trackeval.pipeline.stages import Layout
 
 STAGES = ("prepare", "train", "predict", "evaluate", "track", "gate")
+#: not a DVC stage: reads the registry after `dvc repro` (what `make demo` prints)
+VERDICT = "verdict"
 
 
 def add_data_parser(data_sub: argparse._SubParsersAction) -> None:
@@ -32,8 +41,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     """Add ``trackeval pipeline <stage>``."""
     pipe = sub.add_parser("pipeline", help="the DVC pipeline's stages (see dvc.yaml; run them with `dvc repro`)")
     stages = pipe.add_subparsers(dest="stage", required=True)
-    for stage in STAGES:
-        p = stages.add_parser(stage, help=f"the {stage} stage")
+    for stage in (*STAGES, VERDICT):
+        helps = {VERDICT: "print the gate verdicts and @champion as the MLflow registry holds them (exit 1 when "
+                 "work/gate/verdict.json disagrees)"}  # fmt: skip
+        p = stages.add_parser(stage, help=helps.get(stage, f"the {stage} stage"))
         p.add_argument("--params", type=Path, default=Path("params.yaml"), help="params.yaml (default)")
         p.add_argument("--data", type=Path, default=Path("data"), help="raw data folder (default: data)")
         p.add_argument("--work", type=Path, default=Path("work"), help="stage outputs folder (default: work)")
@@ -66,8 +77,38 @@ def run_pipeline(args: argparse.Namespace) -> int:
         return stages.evaluate(args.benchmark, args.version, layout, load_config(args.params), params)
     elif args.stage == "track":
         stages.track(layout, load_config(args.params), params)
-    else:
+    elif args.stage == "gate":
         stages.gate(layout, load_config(args.params), params)
+    else:
+        return _verdict(layout, load_config(args.params), params)
+    return 0
+
+
+def _verdict(layout: Layout, cfg: EvalConfig, params: PipelineParams) -> int:
+    """Print the registry's view; 1 when ``verdict.json`` says otherwise (the pipeline and registry disagree)."""
+    import json
+
+    from trackeval.pipeline import stages
+
+    verdicts, champion = stages.registry_verdict(cfg, params)
+    name = params.model_name
+    for version, (verdict, reason) in verdicts.items():
+        print(f"gate verdict for {name}/{version} (registry): {verdict.upper()}")
+        if verdict == "fail":
+            print("".join(f"  - {r}\n" for r in reason.split("; ") if r), end="")
+    print(f"{name}@champion (registry): {champion or 'none'}")
+    try:
+        recorded = json.loads(layout.verdict.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        print(f"no readable {layout.verdict}: run `dvc repro` first", file=sys.stderr)
+        return 1
+    if recorded.get("champion") != champion:
+        print(
+            f"{layout.verdict} says champion {recorded.get('champion')}, the registry {champion}: "
+            "re-run `dvc repro` (the gate stage reconciles them)",
+            file=sys.stderr,
+        )
+        return 1
     return 0
 
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from trackeval.benchmarks.discovery import unit
 from trackeval.config import EvalConfig
-from trackeval.errors import ConfigError
+from trackeval.errors import ConfigError, InputError
 
 if TYPE_CHECKING:  # params imports the network spec (torch); the CLI parser must stay light
     from trackeval.pipeline.params import Evaluation, PipelineParams
@@ -133,41 +133,53 @@ def track(layout: Layout, cfg: EvalConfig, params: PipelineParams) -> dict[str, 
 
 
 def gate(layout: Layout, cfg: EvalConfig, params: PipelineParams) -> dict[str, object]:
-    """The promotion gate of the demo: the first version becomes champion through the floors (when there is no
-    champion yet), then the last version is gated against ``@champion``. Prints both decisions and writes
-    ``verdict.json`` (``{version: {verdict, reasons, decision_run}}``). A failed gate is a result, not an error."""
+    """The promotion gate of the demo, reconciled with the registry on every run (the stage is
+    ``always_changed``): the first version is gated against the floors, each later one against the champion so
+    far, and the registry's aliases are set to that outcome (:func:`~trackeval.tracking.model_registry.reconcile`),
+    so the registry, ``verdict.json`` (``{version: {verdict, reasons, decision_run}, "champion"}``) and what is
+    printed never disagree, even after a revert. A failed gate is a result, not an error."""
     from trackeval.api import gate_policies
     from trackeval.report.comparison import print_decision
     from trackeval.tracking.client import Mlflow
-    from trackeval.tracking.model_registry import promote
-    from trackeval.tracking.tags import VERSION_TAG
+    from trackeval.tracking.model_registry import reconcile
 
     ml = Mlflow(cfg.tracking)
     name = params.model_name
-    first, candidate = list(params.versions)[0], list(params.versions)[-1]
+    decisions, champion = reconcile(ml, name, list(params.versions), cfg.gate, gate_policies(cfg))
     out: dict[str, object] = {}
-
-    def champion() -> str | None:
-        aliases = ml.call("get_registered_model", ml.client.get_registered_model, name).aliases
-        if "champion" not in aliases:
-            return None
-        mv = ml.call("get_model_version", ml.client.get_model_version, name, aliases["champion"])
-        return mv.tags.get(VERSION_TAG, str(mv.version))
-
-    for version in (first, candidate):
-        current = champion()
-        if current == version or (version == first and current is not None):
-            print(f"gate: {name}/{version}: skipped ({name}@champion is {current})")
-            continue
-        decision, run_id = promote(ml, name, version, cfg.gate, gate_policies(cfg))
+    for version, decision, run_id in decisions:
         print_decision(decision)
         out[version] = {"verdict": decision.verdict, "reasons": decision.reasons, "decision_run": run_id}
-    out["champion"] = champion()
-    verdict = out.get(candidate, {})
-    line = f"gate verdict for {name}/{candidate}: " + (
-        verdict["verdict"].upper() if isinstance(verdict, dict) and verdict else "not re-run"
-    )
-    print(line + f"; {name}@champion = {out['champion']}")
-    layout.verdict.parent.mkdir(parents=True, exist_ok=True)
-    layout.verdict.write_text(json.dumps(out, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    out["champion"] = champion
+    write_verdict(layout.verdict, out)
     return out
+
+
+def write_verdict(path: Path, verdict: dict[str, object]) -> None:
+    """``verdict.json``, written atomically."""
+    from trackeval.io.atomic import atomic_path
+
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps(verdict, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def registry_verdict(cfg: EvalConfig, params: PipelineParams) -> tuple[dict[str, tuple[str, str]], str | None]:
+    """What the MLflow registry says now: ``{version: (gate verdict, reason)}`` (the version's
+    ``trackeval.gate.*`` tags) and the ``@champion``'s version."""
+    from trackeval.tracking.client import Mlflow
+    from trackeval.tracking.model_registry import find_version, resolve_version
+    from trackeval.tracking.tags import TAG, VERSION_TAG
+
+    ml = Mlflow(cfg.tracking)
+    name = params.model_name
+    verdicts = {}
+    for version in params.versions:
+        mv = find_version(ml, name, version)
+        tags = {} if mv is None else mv.tags
+        verdict = "not tracked" if mv is None else tags.get(TAG + "gate.verdict", "not gated")
+        verdicts[version] = (verdict, tags.get(TAG + "gate.reason", ""))
+    try:
+        champion = resolve_version(ml, name, "@champion")
+    except InputError:
+        return verdicts, None
+    return verdicts, champion.tags.get(VERSION_TAG, str(champion.version))

@@ -14,6 +14,7 @@ tag; the candidate version gets ``trackeval.gate.*`` tags. MLflow keeps no alias
 
 from __future__ import annotations
 
+import json
 import re
 import tempfile
 from collections.abc import Mapping
@@ -26,7 +27,7 @@ from trackeval.gate.compare import BenchmarkComparison, compare_results
 from trackeval.gate.decide import Decision, decide
 from trackeval.gate.policy import UnitPolicy
 from trackeval.io.results_folder import RESULTS_JSON, read_results
-from trackeval.results import BenchmarkResult
+from trackeval.results import BenchmarkResult, sha256_text
 from trackeval.tracking.client import Mlflow, TrackingError
 from trackeval.tracking.lineage import flatten
 from trackeval.tracking.tags import EVAL_RUN_TAG, KIND_GATE, TAG, VERSION_TAG
@@ -73,19 +74,25 @@ def create_version(ml: Mlflow, name: str, version: str, source: str, run_id: str
     )
 
 
-def link_version(ml: Mlflow, name: str, version: str, parent_id: str, children: dict[str, str]) -> Any:
-    """Register (once) the model version of an evaluation and point its ``eval_run`` tags at ``children``."""
+def link_version(
+    ml: Mlflow, name: str, version: str, parent_id: str, children: dict[str, str], *, new: bool = True
+) -> Any:
+    """Register (once) the model version of an evaluation and point its ``eval_run`` tags at ``children``.
+
+    ``new``: something was logged now, so the version becomes ``challenger`` (unless it is the champion).
+    """
     mv = find_version(ml, name, version)
     if mv is None:
         source = ml.call("get_run", ml.client.get_run, parent_id).info.artifact_uri
         mv = create_version(ml, name, version, source, parent_id)
-    for bench, run_id in children.items():
-        ml.call(
-            "set_model_version_tag", ml.client.set_model_version_tag, name, mv.version, EVAL_RUN_TAG + bench, run_id
-        )
-    aliases = ml.call("get_registered_model", ml.client.get_registered_model, name).aliases
-    if str(aliases.get("champion")) != str(mv.version):
-        ml.call("set_registered_model_alias", ml.client.set_registered_model_alias, name, "challenger", mv.version)
+    for unit, run_id in children.items():
+        if mv.tags.get(EVAL_RUN_TAG + unit) != run_id:
+            set_tag = ml.client.set_model_version_tag
+            ml.call("set_model_version_tag", set_tag, name, mv.version, EVAL_RUN_TAG + unit, run_id)
+    if new:
+        aliases = ml.call("get_registered_model", ml.client.get_registered_model, name).aliases
+        if str(aliases.get("champion")) != str(mv.version):
+            ml.call("set_registered_model_alias", ml.client.set_registered_model_alias, name, "challenger", mv.version)
     return mv
 
 
@@ -185,19 +192,48 @@ def compare_refs(
     return out
 
 
+def _eval_runs(mv: Any | None) -> dict[str, str]:
+    """``{unit: evaluation run id}`` a registered version points to (its ``eval_run.<unit>`` tags)."""
+    if mv is None:
+        return {}
+    return {k[len(EVAL_RUN_TAG) :]: v for k, v in sorted(mv.tags.items()) if k.startswith(EVAL_RUN_TAG)}
+
+
+def decision_key(decision: Decision, cand_mv: Any, champ_mv: Any | None) -> str:
+    """Identity of a gate decision: both versions, the evaluation runs on both sides and the gate config."""
+    blob = {
+        "model": decision.model,
+        "candidate": [str(cand_mv.version), _eval_runs(cand_mv)],
+        "champion": None if champ_mv is None else [str(champ_mv.version), _eval_runs(champ_mv)],
+        "gate": decision.gate_config,
+    }
+    return sha256_text(json.dumps(blob, sort_keys=True))
+
+
 def _record(ml: Mlflow, decision: Decision, cand_mv: Any, champ_mv: Any | None) -> str:
-    """Write the decision run (params, delta metrics, artifacts, verdict tag); returns its run id."""
+    """Write the decision run (params, delta metrics, artifacts, verdict tag); returns its run id.
+
+    Idempotent: the same decision (same versions, evaluation runs on both sides, gate config) is recorded once;
+    asking again returns the existing run.
+    """
     from mlflow.entities import Metric, Param
 
     from trackeval.report.comparison import decision_markdown
     from trackeval.report.html import decision_report
 
+    key = decision_key(decision, cand_mv, champ_mv)
+    found = ml.search(
+        f"tags.`{TAG}kind` = '{KIND_GATE}' and tags.`{TAG}decision_key` = '{key}' and attributes.status = 'FINISHED'"
+    )
+    if found:
+        return str(found[0].info.run_id)
     tags = {
         TAG + "kind": KIND_GATE,
         TAG + "model_name": decision.model,
         TAG + "gate.verdict": decision.verdict,
         TAG + "gate.candidate": str(cand_mv.version),
         TAG + "gate.champion": "" if champ_mv is None else str(champ_mv.version),
+        TAG + "decision_key": key,
     }
     name = f"gate {decision.model} v{cand_mv.version} vs {'none' if champ_mv is None else 'v' + str(champ_mv.version)}"
     with ml.run(name, tags) as run_id:
@@ -206,9 +242,8 @@ def _record(ml: Mlflow, decision: Decision, cand_mv: Any, champ_mv: Any | None) 
             "candidate_version": str(cand_mv.version),
             "candidate_model_version": decision.candidate,
             "champion_version": "" if champ_mv is None else str(champ_mv.version),
-            "candidate_runs": ",".join(
-                f"{k[len(EVAL_RUN_TAG) :]}={v}" for k, v in sorted(cand_mv.tags.items()) if k.startswith(EVAL_RUN_TAG)
-            ),
+            "candidate_runs": ",".join(f"{u}={r}" for u, r in _eval_runs(cand_mv).items()),
+            "champion_runs": ",".join(f"{u}={r}" for u, r in _eval_runs(champ_mv).items()),
             **{f"gate.{k}": v for k, v in flatten(decision.gate_config).items()},
         }
         metrics = {"gate/pass": 1.0 if decision.verdict == "pass" else 0.0}
@@ -236,6 +271,47 @@ def _valid_key(key: str) -> bool:
     return bool(re.fullmatch(r"[A-Za-z0-9_\-./ ]{1,250}", key))
 
 
+def _label(mv: Any) -> str:
+    return str(mv.tags.get(VERSION_TAG, str(mv.version)))
+
+
+def judge(
+    ml: Mlflow, name: str, cand_mv: Any, champ_mv: Any | None, cfg: GateConfig, policies: Mapping[str, UnitPolicy]
+) -> tuple[Decision, str]:
+    """Gate ``cand_mv`` against ``champ_mv`` (None: floors only), record the decision and tag the candidate
+    (``trackeval.gate.verdict``, ``.reason``, ``.decision_run``). Moves no alias."""
+    decision = decide(
+        name,
+        _label(cand_mv),
+        version_results(ml, cand_mv),
+        None if champ_mv is None else _label(champ_mv),
+        None if champ_mv is None else version_results(ml, champ_mv),
+        cfg,
+        policies,
+    )
+    run_id = _record(ml, decision, cand_mv, champ_mv)
+    reason = "; ".join(decision.reasons)[:5000] or "all checks passed"
+    for tag, value in (("gate.verdict", decision.verdict), ("gate.decision_run", run_id), ("gate.reason", reason)):
+        if cand_mv.tags.get(TAG + tag) != value:
+            ml.call("set_model_version_tag", ml.client.set_model_version_tag, name, cand_mv.version, TAG + tag, value)
+    return decision, run_id
+
+
+def _set_alias(ml: Mlflow, name: str, alias: str, mv: Any | None) -> None:
+    """Point ``alias`` at ``mv`` (None: remove it); nothing is written when it already matches."""
+    from mlflow.exceptions import MlflowException
+
+    current = ml.call("get_registered_model", ml.client.get_registered_model, name).aliases.get(alias)
+    if mv is not None and str(current) != str(mv.version):
+        ml.call("set_alias", ml.client.set_registered_model_alias, name, alias, mv.version)
+    elif mv is None and current is not None:
+        try:
+            ml.call("delete_alias", ml.client.delete_registered_model_alias, name, alias)
+        except TrackingError as exc:
+            if not isinstance(exc.__cause__, MlflowException):
+                raise
+
+
 def promote(
     ml: Mlflow, name: str, candidate: str, cfg: GateConfig, policies: Mapping[str, UnitPolicy]
 ) -> tuple[Decision, str]:
@@ -245,8 +321,6 @@ def promote(
     candidate (``challenger`` removed if it pointed at the candidate). Fail: no alias moves. Either way the
     candidate gets tags ``trackeval.gate.verdict``, ``trackeval.gate.reason`` and ``trackeval.gate.decision_run``.
     """
-    from mlflow.exceptions import MlflowException
-
     cand_mv = resolve_version(ml, name, candidate)
     aliases = ml.call("get_registered_model", ml.client.get_registered_model, name).aliases
     champ_mv = None
@@ -254,29 +328,39 @@ def promote(
         champ_mv = ml.call("get_model_version", ml.client.get_model_version, name, aliases["champion"])
     if champ_mv is not None and str(champ_mv.version) == str(cand_mv.version):
         raise InputError(f"version {cand_mv.version} of {name!r} is already the champion", field="candidate")
-    decision = decide(
-        name,
-        cand_mv.tags.get(VERSION_TAG, str(cand_mv.version)),
-        version_results(ml, cand_mv),
-        None if champ_mv is None else champ_mv.tags.get(VERSION_TAG, str(champ_mv.version)),
-        None if champ_mv is None else version_results(ml, champ_mv),
-        cfg,
-        policies,
-    )
-    run_id = _record(ml, decision, cand_mv, champ_mv)
-    set_tag = ml.client.set_model_version_tag
-    ml.call("set_model_version_tag", set_tag, name, cand_mv.version, TAG + "gate.verdict", decision.verdict)
-    ml.call("set_model_version_tag", set_tag, name, cand_mv.version, TAG + "gate.decision_run", run_id)
-    reason = "; ".join(decision.reasons)[:5000] or "all checks passed"
-    ml.call("set_model_version_tag", set_tag, name, cand_mv.version, TAG + "gate.reason", reason)
+    decision, run_id = judge(ml, name, cand_mv, champ_mv, cfg, policies)
     if decision.verdict == "pass":
         if champ_mv is not None:
-            ml.call("set_alias", ml.client.set_registered_model_alias, name, "previous", champ_mv.version)
-        ml.call("set_alias", ml.client.set_registered_model_alias, name, "champion", cand_mv.version)
+            _set_alias(ml, name, "previous", champ_mv)
+        _set_alias(ml, name, "champion", cand_mv)
         if str(aliases.get("challenger")) == str(cand_mv.version):
-            try:
-                ml.call("delete_alias", ml.client.delete_registered_model_alias, name, "challenger")
-            except TrackingError as exc:
-                if not isinstance(exc.__cause__, MlflowException):
-                    raise
+            _set_alias(ml, name, "challenger", None)
     return decision, run_id
+
+
+def reconcile(
+    ml: Mlflow, name: str, versions: list[str], cfg: GateConfig, policies: Mapping[str, UnitPolicy]
+) -> tuple[list[tuple[str, Decision, str]], str | None]:
+    """Make the registry follow the current results and gate config of ``versions`` (oldest first).
+
+    The first version is gated against the floors; each later one against the champion so far. The aliases are
+    then SET to the outcome (``champion``; ``previous`` = the champion it replaced; ``challenger`` = the last
+    version when it is not the champion), whatever they said before: re-running after a revert of results or
+    params puts the registry back where the workspace says it is. Decisions are recorded once each (a repeated
+    decision reuses its run). Returns ``[(version, decision, decision run)]`` and the champion's version.
+    """
+    champion: Any | None = None
+    previous: Any | None = None
+    out = []
+    last = None
+    for version in versions:
+        last = resolve_version(ml, name, version)
+        decision, run_id = judge(ml, name, last, champion, cfg, policies)
+        out.append((version, decision, run_id))
+        if decision.verdict == "pass":
+            previous, champion = champion, last
+    _set_alias(ml, name, "champion", champion)
+    _set_alias(ml, name, "previous", previous)
+    challenger = last if last is not None and (champion is None or str(champion.version) != str(last.version)) else None
+    _set_alias(ml, name, "challenger", challenger)
+    return out, None if champion is None else _label(champion)

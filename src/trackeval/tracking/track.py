@@ -11,9 +11,11 @@ What a child run holds (all derived from ``results.json``; trackers never comput
 - artifacts: results.json, metrics.json, cases.parquet, ``figures/*.png`` and ``report.html``.
 
 Idempotent: the key ``sha256(benchmark, data digest, model name, model version, config digest)`` is looked up
-among FINISHED runs first; a match is not logged again. Faults (see :mod:`trackeval.tracking.client`): the
-results stay on disk when MLflow fails; a run left RUNNING by a killed process or a dead server is marked FAILED
-by the next ``track`` of the same model version. SQLite wants one writer: only this (parent) process logs.
+among FINISHED runs first; a match is not logged again, but the version's ``eval_run.<unit>`` tags are pointed
+at it all the same, so the registry follows the results that were tracked last (e.g. after a revert).
+Faults (see :mod:`trackeval.tracking.client`): the results stay on disk when MLflow fails; a run left RUNNING
+by a killed process or a dead server is marked FAILED by the next ``track`` of the same model version. SQLite
+wants one writer: only this (parent) process logs.
 """
 
 from __future__ import annotations
@@ -172,30 +174,34 @@ def track_results(folders: list[Path], cfg: TrackingConfig, model: dict[str, str
     try:
         for (name, version), items in by_model.items():
             todo = []
+            children: dict[str, str] = {}  # unit -> evaluation run the version's eval_run tag must point to
+            parent_id = ""
             for folder, result in items:
                 key = idempotency_key(result)
                 found = ml.search(f"tags.`{TAG}idempotency_key` = '{key}' and attributes.status = 'FINISHED'")
                 if found:
                     out.append(Tracked(folder, result.unit, f"{name}/{version}", found[0].info.run_id, False))
+                    children[result.unit] = found[0].info.run_id
+                    parent_id = parent_id or found[0].data.tags.get("mlflow.parentRunId", "")
                 else:
                     todo.append((folder, result))
-            if not todo:
-                continue
-            _fail_stale(ml, name, version)
-            parent_tags = {
-                TAG + "kind": KIND_PARENT,
-                TAG + "model_name": name,
-                TAG + "model_version": version,
-                TAG + "git_commit": lineage["git_commit"],
-                "mlflow.source.git.commit": lineage["git_commit"],
-            }
-            with ml.run(f"{name}/{version}", parent_tags) as parent_id:
-                children = {}
-                for folder, result in todo:
-                    run_id = _log_child(ml, result, folder, lineage, parent_id)
-                    children[result.unit] = run_id
-                    out.append(Tracked(folder, result.unit, f"{name}/{version}", run_id, True))
-                link_version(ml, name, version, parent_id, children)
+            if todo:
+                _fail_stale(ml, name, version)
+                parent_tags = {
+                    TAG + "kind": KIND_PARENT,
+                    TAG + "model_name": name,
+                    TAG + "model_version": version,
+                    TAG + "git_commit": lineage["git_commit"],
+                    "mlflow.source.git.commit": lineage["git_commit"],
+                }
+                with ml.run(f"{name}/{version}", parent_tags) as parent_id:
+                    for folder, result in todo:
+                        run_id = _log_child(ml, result, folder, lineage, parent_id)
+                        children[result.unit] = run_id
+                        out.append(Tracked(folder, result.unit, f"{name}/{version}", run_id, True))
+                    link_version(ml, name, version, parent_id, children)
+            else:  # already tracked: still point the version at THESE results (a revert must not leave it elsewhere)
+                link_version(ml, name, version, parent_id, children, new=False)
     except TrackingError as exc:
         where = " ".join(str(f) for f in folders)
         raise TrackingError(f"{exc}; the results stay on disk, log them later with: trackeval track {where}") from exc
