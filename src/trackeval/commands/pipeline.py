@@ -9,6 +9,7 @@ and the demo it trains are the optional ``demo`` part of trackeval; they are imp
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -95,7 +96,8 @@ def _verdict(layout: Layout, cfg: EvalConfig, params: PipelineParams) -> int:
     for version, (verdict, reason) in verdicts.items():
         print(f"gate verdict for {name}/{version} (registry): {verdict.upper()}")
         if verdict == "fail":
-            print("".join(f"  - {r}\n" for r in reason.split("; ") if r), end="")
+            # the tag joins "<unit>: <check>: <detail>" reasons with "; " (details may contain "; " too)
+            print("".join(f"  - {r}\n" for r in re.split(r"; (?=[a-z0-9_/*]+: [a-z_]+: )", reason) if r), end="")
     print(f"{name}@champion (registry): {champion or 'none'}")
     try:
         recorded = json.loads(layout.verdict.read_text(encoding="utf-8"))

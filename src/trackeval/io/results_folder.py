@@ -20,6 +20,10 @@ from trackeval.results import BenchmarkResult
 if TYPE_CHECKING:
     import pandas as pd
 
+#: significant digits of the floats in metrics.json (a DVC metrics file, committed): the last digits of a bootstrap
+#: bound can differ between machines (summation order), which would show as spurious `dvc metrics diff` changes
+METRICS_DIGITS = 10
+
 RESULTS_JSON = "results.json"
 METRICS_JSON = "metrics.json"
 CASES_PARQUET = "cases.parquet"
@@ -39,11 +43,21 @@ def cases_frame(result: BenchmarkResult) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def metrics_file(result: BenchmarkResult) -> dict[str, float]:
+    """What metrics.json holds: :meth:`BenchmarkResult.flat_metrics` rounded to :data:`METRICS_DIGITS`
+    significant digits (results.json keeps full precision).
+
+    >>> float(f"{0.61531141226668:.{METRICS_DIGITS}g}")
+    0.6153114123
+    """
+    return {k: float(f"{v:.{METRICS_DIGITS}g}") for k, v in result.flat_metrics().items()}
+
+
 def write_outputs(result: BenchmarkResult, out_dir: Path) -> dict[str, Path]:
     """Write the three files into ``out_dir``: all are renamed into place only once all were written,
     so a failure (disk full, read-only folder) leaves no partial set. Returns their paths."""
     paths = {name: out_dir / name for name in (RESULTS_JSON, METRICS_JSON, CASES_PARQUET)}
-    metrics = json.dumps(result.flat_metrics(), sort_keys=True, indent=1, allow_nan=False) + "\n"
+    metrics = json.dumps(metrics_file(result), sort_keys=True, indent=1, allow_nan=False) + "\n"
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         with contextlib.ExitStack() as stack:

@@ -31,7 +31,14 @@ from typing import Any
 
 from trackeval.config import TrackingConfig
 from trackeval.errors import InputError
-from trackeval.io.results_folder import CASES_PARQUET, METRICS_JSON, RESULTS_JSON, cases_frame, read_results
+from trackeval.io.results_folder import (
+    CASES_PARQUET,
+    METRICS_JSON,
+    RESULTS_JSON,
+    cases_frame,
+    metrics_file,
+    read_results,
+)
 from trackeval.results import BenchmarkResult
 from trackeval.tracking.client import Mlflow, TrackingError
 from trackeval.tracking.lineage import dvc_data_digest, flatten, git_commit, idempotency_key
@@ -110,7 +117,7 @@ def _stage_artifacts(result: BenchmarkResult, folder: Path, staging: Path) -> No
     if not (staging / CASES_PARQUET).exists():
         cases_frame(result).to_parquet(staging / CASES_PARQUET, index=False)
     if not (staging / METRICS_JSON).exists():
-        (staging / METRICS_JSON).write_text(json.dumps(result.flat_metrics(), sort_keys=True, indent=1) + "\n")
+        (staging / METRICS_JSON).write_text(json.dumps(metrics_file(result), sort_keys=True, indent=1) + "\n")
     figures = save_figures(result, staging / "figures")
     (staging / "report.html").write_text(result_report(result, figures), encoding="utf-8")
 
