@@ -77,35 +77,11 @@ def test_toy_plugin_is_evaluated_tracked_compared_gated_and_drawn(tmp_path: Path
     assert "--ground-truth PATH" in toy_help and "truth.csv: case_id,site,label" in toy_help
 
     common = ["--ground-truth", str(data["truth"]), "--executor", "local", "--model-name", "toy"]
-    bad = _cli(tmp_path, env, "evaluate", "toy", *common, "--predictions", str(data["v1"]), "--out", "x")
-    assert bad.returncode == 0  # the section has defaults
-    bad = _cli(
-        tmp_path,
-        env,
-        "evaluate",
-        "toy",
-        *common,
-        "--predictions",
-        str(data["v1"]),
-        "--out",
-        "y",
-        "--set",
-        "toy.min_cases=0",
-    )
+    v1 = [*common, "--predictions", str(data["v1"])]
+    assert _cli(tmp_path, env, "evaluate", "toy", *v1, "--out", "x").returncode == 0  # the section has defaults
+    bad = _cli(tmp_path, env, "evaluate", "toy", *v1, "--out", "y", "--set", "toy.min_cases=0")
     assert bad.returncode == 2 and "field toy.min_cases" in bad.stderr and "greater than 0" in bad.stderr
-    typo = _cli(
-        tmp_path,
-        env,
-        "evaluate",
-        "toy",
-        *common,
-        "--predictions",
-        str(data["v1"]),
-        "--out",
-        "z",
-        "--set",
-        "toy.min_case=3",
-    )
+    typo = _cli(tmp_path, env, "evaluate", "toy", *v1, "--out", "z", "--set", "toy.min_case=3")
     assert typo.returncode == 2 and "toy.min_case" in typo.stderr
 
     for version in ("v1", "v2"):

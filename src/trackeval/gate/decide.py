@@ -181,6 +181,23 @@ def _group_tests(
     ]
 
 
+def compare_unit(
+    cand: BenchmarkResult, base: BenchmarkResult, policy: UnitPolicy, cfg: GateConfig, labels: tuple[str, str]
+) -> BenchmarkComparison:
+    """The paired comparison the gate (and ``trackeval compare``) makes for one unit: its primary metric and
+    group dimensions, the gate's resamples, seed and confidence."""
+    return compare_results(
+        cand,
+        base,
+        policy.metric,
+        policy.group_dimensions,
+        n_resamples=cfg.n_resamples,
+        seed=cfg.seed,
+        confidence=cfg.confidence,
+        labels=labels,
+    )
+
+
 def decide(
     model: str,
     candidate_version: str,
@@ -231,16 +248,7 @@ def decide(
         if bench not in champion:
             checks.append(_floor_check(result, policy, cfg))
             continue
-        comp = compare_results(
-            result,
-            champion[bench],
-            policy.metric,
-            policy.group_dimensions,
-            n_resamples=cfg.n_resamples,
-            seed=cfg.seed,
-            confidence=cfg.confidence,
-            labels=(candidate_version, champion_version or ""),
-        )
+        comp = compare_unit(result, champion[bench], policy, cfg, (candidate_version, champion_version or ""))
         comparisons.append(comp)
         if comp.problems:
             checks.append(Check(name="pairing", benchmark=bench, passed=False, detail="; ".join(comp.problems)))

@@ -55,7 +55,19 @@ def wald_interval(
     value: float, variance: float, confidence: float = 0.95, bounds: tuple[float, float] = (0.0, 1.0)
 ) -> tuple[float, float]:
     """``value -/+ z_{(1+confidence)/2} * sqrt(variance)`` clipped to ``bounds`` ([0, 1] for an AUC, [-1, 1] for
-    a difference of two AUCs); NaNs propagate."""
+    a difference of two AUCs); NaNs propagate.
+
+    Examples:
+        With a standard error of 0.05 the 95% half-width is ``1.96 * 0.05 = 0.098``:
+
+        >>> from trackeval.metrics.classification import wald_interval
+        >>> [round(b, 4) for b in wald_interval(0.5, 0.05**2)]
+        [0.402, 0.598]
+        >>> [round(b, 4) for b in wald_interval(0.95, 0.05**2)]  # clipped at 1
+        [0.852, 1.0]
+        >>> wald_interval(float("nan"), 0.01)
+        (nan, nan)
+    """
     if math.isnan(value) or math.isnan(variance):
         return math.nan, math.nan
     half = float(norm.ppf(0.5 + confidence / 2.0)) * math.sqrt(max(variance, 0.0))
@@ -96,6 +108,20 @@ def delong(y: np.ndarray, scores: np.ndarray) -> DeLong:
 
     Raises:
         ValueError: shapes differ, labels other than 0/1, or non-finite scores.
+
+    Examples:
+        Positive 0.35 beats one negative of two (placement 0.5), positive 0.8 both (1.0); negative 0.1 is below
+        both positives (1.0), negative 0.4 below one (0.5). The variance is
+        ``var([0.5, 1]) / 2 + var([1, 0.5]) / 2 = 0.125 / 2 + 0.125 / 2``.
+
+        >>> from trackeval.metrics.classification import delong
+        >>> r = delong([0, 0, 1, 1], [0.1, 0.4, 0.35, 0.8])
+        >>> r.auc, r.variance
+        (0.75, 0.125)
+        >>> r.v10.tolist(), r.v01.tolist()
+        ([0.5, 1.0], [1.0, 0.5])
+        >>> [round(b, 4) for b in r.ci()]  # 0.75 -/+ 1.96 * sqrt(0.125), clipped to [0, 1]
+        [0.057, 1.0]
     """
     pos, s = _check(y, scores)
     m = int(pos.sum())
@@ -120,7 +146,19 @@ def delong(y: np.ndarray, scores: np.ndarray) -> DeLong:
 
 
 def auroc(y: np.ndarray, scores: np.ndarray) -> float:
-    """Area under the ROC curve (ties count 1/2, as sklearn's ``roc_auc_score``); NaN if a class is empty."""
+    """Area under the ROC curve (ties count 1/2, as sklearn's ``roc_auc_score``); NaN if a class is empty.
+
+    Examples:
+        Of the 4 (positive, negative) pairs, 3 are ordered correctly (0.35 < 0.4 is the miss):
+
+        >>> from trackeval.metrics.classification import auroc
+        >>> auroc([0, 0, 1, 1], [0.1, 0.4, 0.35, 0.8])
+        0.75
+        >>> auroc([0, 1], [0.5, 0.5])  # a tie counts 1/2
+        0.5
+        >>> auroc([1, 1], [0.2, 0.9])  # no negative
+        nan
+    """
     return delong(y, scores).auc
 
 
@@ -132,6 +170,17 @@ def delong_influence(y: np.ndarray, result: DeLong) -> np.ndarray:
     ``sum_i phi_f[i] * phi_g[i]`` is DeLong's covariance when both findings share positives and negatives, and
     the influence-function covariance in general; the variance of a macro mean over K findings is then
     ``sum_i (mean_f phi_f[i])**2``. Entries are NaN when the variance is undefined.
+
+    Examples:
+        Here ``m = n = 2``, so ``phi = (placement - 0.75) / sqrt(2)`` for every sample:
+
+        >>> from trackeval.metrics.classification import delong, delong_influence
+        >>> y, scores = [0, 0, 1, 1], [0.1, 0.4, 0.35, 0.8]
+        >>> phi = delong_influence(y, delong(y, scores))
+        >>> [round(float(v), 4) for v in phi]
+        [0.1768, -0.1768, -0.1768, 0.1768]
+        >>> round(float((phi**2).sum()), 4)  # the DeLong variance
+        0.125
     """
     pos = np.asarray(y).astype(bool)
     m, n = result.v10.size, result.v01.size
@@ -177,6 +226,14 @@ def threshold_at_sensitivity(y: np.ndarray, scores: np.ndarray, target: float = 
     This is the first point of ``sklearn.metrics.roc_curve(y, scores, drop_intermediate=False)`` whose TPR
     reaches ``target``: the most specific rule that still finds ``target`` of the positives. NaN when there is
     no positive.
+
+    Examples:
+        >>> from trackeval.metrics.classification import threshold_at_sensitivity
+        >>> y, scores = [0, 0, 1, 1], [0.1, 0.4, 0.35, 0.8]
+        >>> threshold_at_sensitivity(y, scores, target=0.5)  # 1 of 2 positives: the top positive score
+        0.8
+        >>> threshold_at_sensitivity(y, scores, target=0.95)  # both positives needed
+        0.35
     """
     pos, s = _check(y, scores)
     m = int(pos.sum())
@@ -188,7 +245,16 @@ def threshold_at_sensitivity(y: np.ndarray, scores: np.ndarray, target: float = 
 
 
 def operating_point(y: np.ndarray, scores: np.ndarray, threshold: float) -> OperatingPoint:
-    """Confusion counts of ``score >= threshold`` (a NaN threshold calls nothing positive)."""
+    """Confusion counts of ``score >= threshold`` (a NaN threshold calls nothing positive).
+
+    Examples:
+        >>> from trackeval.metrics.classification import operating_point
+        >>> op = operating_point([0, 0, 1, 1], [0.1, 0.4, 0.35, 0.8], threshold=0.35)
+        >>> op
+        OperatingPoint(threshold=0.35, tp=2, fp=1, tn=1, fn=0)
+        >>> op.sensitivity, op.specificity, round(op.ppv, 4)
+        (1.0, 0.5, 0.6667)
+    """
     pos, s = _check(y, scores)
     called = s >= threshold  # False everywhere for a NaN threshold
     tp = int((called & pos).sum())
@@ -205,6 +271,14 @@ def expected_calibration_error(y: np.ndarray, probs: np.ndarray, n_bins: int = E
 
     Raises:
         ValueError: probabilities outside [0, 1], or ``n_bins < 1``.
+
+    Examples:
+        Two bins: ``[0, 0.5]`` holds 0.2 and 0.4 (both negative: gap ``|0 - 0.3|``), ``(0.5, 1]`` holds 0.7
+        and 0.9 (both positive: gap ``|1 - 0.8|``); ECE = ``2/4 * 0.3 + 2/4 * 0.2``.
+
+        >>> from trackeval.metrics.classification import expected_calibration_error
+        >>> round(expected_calibration_error([0, 1, 1, 0], [0.2, 0.7, 0.9, 0.4], n_bins=2), 4)
+        0.25
     """
     pos, p = _check(y, probs)
     if n_bins < 1:

@@ -36,7 +36,13 @@ def _boxes(b: np.ndarray | Sequence[Sequence[float]]) -> np.ndarray:
 
 
 def xywh_to_xyxy(b: np.ndarray | Sequence[Sequence[float]]) -> np.ndarray:
-    """COCO ``[x, y, w, h]`` boxes to ``(x1, y1, x2, y2)``, shape ``(N, 4)``."""
+    """COCO ``[x, y, w, h]`` boxes to ``(x1, y1, x2, y2)``, shape ``(N, 4)``.
+
+    Examples:
+        >>> from trackeval.metrics.detection import xywh_to_xyxy
+        >>> xywh_to_xyxy([[10, 20, 30, 40]]).tolist()
+        [[10.0, 20.0, 40.0, 60.0]]
+    """
     a = np.asarray(b, dtype=np.float64).reshape(-1, 4).copy()
     a[:, 2:] += a[:, :2]
     return a
@@ -54,7 +60,18 @@ def _iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def box_iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Pairwise IoU of ``(N, 4)`` and ``(M, 4)`` xyxy boxes, shape ``(N, M)``; 0 where the union is empty."""
+    """Pairwise IoU of ``(N, 4)`` and ``(M, 4)`` xyxy boxes, shape ``(N, M)``; 0 where the union is empty.
+
+    Examples:
+        A 2 x 2 box against a copy shifted by 1 (overlap 2, union 4 + 4 - 2 = 6), itself and a disjoint box:
+
+        >>> import numpy as np
+        >>> from trackeval.metrics.detection import box_iou
+        >>> a = [[0, 0, 2, 2]]
+        >>> b = [[1, 0, 3, 2], [0, 0, 2, 2], [5, 5, 6, 6]]
+        >>> np.round(box_iou(a, b), 4).tolist()
+        [[0.3333, 1.0, 0.0]]
+    """
     return _iou(_boxes(a)[:, None, :], _boxes(b)[None, :, :])
 
 
@@ -72,6 +89,19 @@ def match_image(
 
     Returns:
         ``(scores, is_tp)`` of the kept detections in descending score order.
+
+    Examples:
+        The higher-scored detection overlaps the truth box with IoU 1/3 only (a false positive); the exact one
+        then takes the truth box:
+
+        >>> from trackeval.metrics.detection import match_image
+        >>> gt = [[0, 0, 2, 2]]
+        >>> dets = [[0, 0, 2, 2], [1, 0, 3, 2]]
+        >>> scores, is_tp = match_image(gt, dets, [0.6, 0.9])
+        >>> scores.tolist(), is_tp.tolist()
+        ([0.9, 0.6], [False, True])
+        >>> match_image(gt, dets, [0.6, 0.9], iou_threshold=0.3)[1].tolist()  # now the first one matches
+        [True, False]
     """
     order = np.argsort(-np.asarray(scores, dtype=np.float64), kind="stable")[:max_dets]
     kept_scores = np.asarray(scores, dtype=np.float64)[order]
@@ -93,6 +123,18 @@ def coco_average_precision(scores: np.ndarray, is_tp: np.ndarray, n_gt: int) -> 
     """101-point interpolated AP of pooled detections (``scores``, ``is_tp``) against ``n_gt`` truth boxes.
 
     NaN when ``n_gt == 0`` (COCO's -1: the category is not scored); 0 when there is truth but no detection.
+
+    Examples:
+        A false positive followed by the only true positive: recall reaches 1 at precision 1/2, so the
+        interpolated precision is 0.5 at all 101 recall points.
+
+        >>> from trackeval.metrics.detection import coco_average_precision
+        >>> round(coco_average_precision([0.9, 0.6], [False, True], n_gt=1), 4)
+        0.5
+        >>> round(coco_average_precision([0.9, 0.6], [True, False], n_gt=1), 4)  # the true positive first
+        1.0
+        >>> coco_average_precision([], [], n_gt=0)
+        nan
     """
     if n_gt == 0:
         return math.nan
@@ -117,7 +159,19 @@ def average_precision_at_iou(
     iou_threshold: float = 0.5,
     max_dets: int = 100,
 ) -> float:
-    """COCO AP of one category over images (the three sequences are aligned image by image)."""
+    """COCO AP of one category over images (the three sequences are aligned image by image).
+
+    Examples:
+        Image 1 as in :func:`match_image` (a false positive scored 0.9, a true positive scored 0.6), image 2
+        one exact detection scored 0.5. Pooled by score: FP, TP, TP, so precision 2/3 at recall 1 and AP 2/3.
+
+        >>> from trackeval.metrics.detection import average_precision_at_iou
+        >>> gt = [[[0, 0, 2, 2]], [[0, 0, 1, 1]]]
+        >>> dets = [[[0, 0, 2, 2], [1, 0, 3, 2]], [[0, 0, 1, 1]]]
+        >>> scores = [[0.6, 0.9], [0.5]]
+        >>> round(average_precision_at_iou(gt, dets, scores, iou_threshold=0.5), 4)
+        0.6667
+    """
     kept_scores, kept_tp, n_gt = [], [], 0
     for gt, dets, scores in zip(gt_by_image, dets_by_image, scores_by_image, strict=True):
         s, tp = match_image(gt, dets, scores, iou_threshold, max_dets)
@@ -133,6 +187,14 @@ def grounding_iou(pred: np.ndarray, truth: np.ndarray) -> np.ndarray:
     """IoU of paired boxes (one predicted box per phrase), ``(N, 4)`` and ``(N, 4)`` -> ``(N,)``.
 
     The phrase-grounding mIoU is the mean of this vector (a missing prediction counts 0).
+
+    Examples:
+        >>> import numpy as np
+        >>> from trackeval.metrics.detection import grounding_iou
+        >>> pred = [[0, 0, 2, 2], [0, 0, 1, 1]]
+        >>> truth = [[1, 0, 3, 2], [0, 0, 2, 2]]
+        >>> np.round(grounding_iou(pred, truth), 4).tolist()  # 2 / 6 and 1 / 4
+        [0.3333, 0.25]
     """
     p, t = _boxes(pred), _boxes(truth)
     if p.shape != t.shape:

@@ -24,6 +24,15 @@ def binary_dice(pred: np.ndarray, truth: np.ndarray, empty_rule: str = "nan") ->
 
     Returns:
         Dice in [0, 1]; 0.0 when exactly one mask is empty.
+
+    Examples:
+        >>> import numpy as np
+        >>> from trackeval.metrics.interactive import binary_dice
+        >>> round(binary_dice(np.array([1, 1, 0, 0]), np.array([1, 0, 0, 0])), 4)  # 2 * 1 / (2 + 1)
+        0.6667
+        >>> empty = np.zeros((2, 2), dtype=bool)
+        >>> binary_dice(empty, empty), binary_dice(empty, empty, empty_rule="original_eps")
+        (nan, 0.0)
     """
     if empty_rule not in ("nan", "original_eps"):
         raise ValueError(f"unknown empty rule {empty_rule!r}")
@@ -37,6 +46,13 @@ def number_of_clicks(curve: np.ndarray, threshold: float) -> float:
     """NoC@threshold: the first turn (1-based) whose Dice is ``>= threshold``; ``len(curve) + 1`` if none.
 
     NaN entries never reach the threshold. An empty curve gives 1.0 (max_turns + 1 with zero turns).
+
+    Examples:
+        >>> from trackeval.metrics.interactive import number_of_clicks
+        >>> number_of_clicks([0.5, 0.82, 0.91], threshold=0.8)
+        2.0
+        >>> number_of_clicks([0.5, 0.82, 0.91], threshold=0.95)  # never reached: 3 turns + 1
+        4.0
     """
     reached = np.flatnonzero(np.nan_to_num(np.asarray(curve, dtype=np.float64), nan=-1.0) >= threshold)
     return float(reached[0] + 1) if len(reached) else float(len(curve) + 1)
@@ -47,6 +63,13 @@ def dice_auc(curve: np.ndarray) -> float:
 
     Trapezoidal rule over clicks 1..T with unit spacing, divided by ``T - 1`` (so a constant curve ``d``
     gives ``d``); one point gives that point, no points or any NaN give NaN.
+
+    Examples:
+        >>> from trackeval.metrics.interactive import dice_auc
+        >>> round(dice_auc([0.5, 0.7, 0.9]), 4)  # ((0.5 + 0.7) / 2 + (0.7 + 0.9) / 2) / 2
+        0.7
+        >>> dice_auc([0.8]), dice_auc([0.8, float("nan")])
+        (0.8, nan)
     """
     d = np.asarray(curve, dtype=np.float64)
     if len(d) == 0 or np.isnan(d).any():

@@ -76,6 +76,13 @@ def dice_from_counts(c: LabelCounts) -> float:
     """Dice ``2 TP / (2 TP + FP + FN)``.
 
     Returns NaN when ``TP + FP + FN == 0`` (absent from both maps) and 0.0 when exactly one side is empty.
+
+    Examples:
+        >>> from trackeval.metrics.overlap import LabelCounts, dice_from_counts
+        >>> dice_from_counts(LabelCounts(tp=2, fp=1, fn=0, n_pred=3, n_ref=2))  # 2 * 2 / (2 * 2 + 1 + 0)
+        0.8
+        >>> dice_from_counts(LabelCounts(tp=0, fp=0, fn=0, n_pred=0, n_ref=0))
+        nan
     """
     if c.tp + c.fp + c.fn == 0:
         return math.nan
@@ -86,6 +93,13 @@ def iou_from_counts(c: LabelCounts) -> float:
     """IoU ``TP / (TP + FP + FN)``.
 
     Returns NaN when ``TP + FP + FN == 0`` (absent from both maps) and 0.0 when exactly one side is empty.
+
+    Examples:
+        >>> from trackeval.metrics.overlap import LabelCounts, iou_from_counts
+        >>> round(iou_from_counts(LabelCounts(tp=2, fp=1, fn=0, n_pred=3, n_ref=2)), 4)  # 2 / (2 + 1 + 0)
+        0.6667
+        >>> iou_from_counts(LabelCounts(tp=0, fp=0, fn=3, n_pred=0, n_ref=3))  # missed label
+        0.0
     """
     union = c.tp + c.fp + c.fn
     return math.nan if union == 0 else c.tp / union
@@ -183,6 +197,15 @@ def confusion_matrix(pred: np.ndarray, truth: np.ndarray) -> tuple[np.ndarray, n
         dense, ``K * K`` int64: fine for anatomy label maps, not for instance maps with 10^5 objects.
         Both maps are read as flat views when they share a contiguous memory order (both C or both Fortran,
         as nibabel returns); otherwise one of them is copied once.
+
+    Examples:
+        >>> import numpy as np
+        >>> from trackeval.metrics.overlap import confusion_matrix
+        >>> values, matrix = confusion_matrix(np.array([0, 1, 1, 2]), np.array([0, 1, 2, 2]))
+        >>> values.tolist()
+        [0, 1, 2]
+        >>> matrix.tolist()  # rows truth, columns prediction: one truth-2 voxel was predicted as 1
+        [[1, 0, 0], [0, 1, 0], [0, 1, 1]]
     """
     pred, truth = _validate(pred, truth)
     ft, fp = _flat_pair(truth, pred)
@@ -260,9 +283,18 @@ def counts_from_matrix(
         ValueError: a label is negative or a region is empty.
         TypeError: a label is neither an int nor a tuple of ints.
 
-    Example:
+    Examples:
         For a region ``R``: ``tp = matrix[R, R].sum()``, ``n_ref = matrix[R, :].sum()``,
         ``n_pred = matrix[:, R].sum()``, ``fp = n_pred - tp``, ``fn = n_ref - tp``.
+
+        >>> import numpy as np
+        >>> from trackeval.metrics.overlap import confusion_matrix, counts_from_matrix
+        >>> values, matrix = confusion_matrix(np.array([0, 1, 1, 2]), np.array([0, 1, 2, 2]))
+        >>> counts = counts_from_matrix(values, matrix, labels=[2, (1, 2)])
+        >>> counts[2]
+        LabelCounts(tp=1, fp=0, fn=1, n_pred=1, n_ref=2)
+        >>> counts[(1, 2)]  # as a region, the 1/2 confusion is no error
+        LabelCounts(tp=3, fp=0, fn=0, n_pred=3, n_ref=3)
     """
     values = np.asarray(values)
     matrix = np.asarray(matrix, dtype=np.int64)
@@ -290,6 +322,17 @@ def confusion(pred: np.ndarray, truth: np.ndarray, labels: Iterable[Label] | Non
 
     Returns:
         ``{label: LabelCounts}``; labels absent from both maps have all counts 0.
+
+    Examples:
+        >>> import numpy as np
+        >>> from trackeval.metrics.overlap import confusion
+        >>> pred = np.array([[0, 1], [1, 1]])
+        >>> truth = np.array([[0, 1], [0, 1]])
+        >>> counts = confusion(pred, truth)
+        >>> counts
+        {1: LabelCounts(tp=2, fp=1, fn=0, n_pred=3, n_ref=2)}
+        >>> counts[1].dice, round(counts[1].iou, 4)
+        (0.8, 0.6667)
     """
     values, matrix = confusion_matrix(pred, truth)
     return counts_from_matrix(values, matrix, labels)
@@ -306,6 +349,18 @@ def dice(pred: np.ndarray, truth: np.ndarray, labels: Iterable[Label] | None = N
     Returns:
         ``{label: dice}``. To get Dice and IoU together, call :func:`confusion` once and read
         ``counts.dice`` and ``counts.iou``.
+
+    Examples:
+        Label 1 covers voxels {0, 1} in ``pred`` and {0, 1, 2} in ``truth``: Dice = 2 * 2 / (2 + 3) = 0.8.
+
+        >>> import numpy as np
+        >>> from trackeval.metrics.overlap import dice
+        >>> pred = np.array([1, 1, 0, 0, 2, 2])
+        >>> truth = np.array([1, 1, 1, 0, 2, 0])
+        >>> {k: round(v, 4) for k, v in dice(pred, truth).items()}
+        {1: 0.8, 2: 0.6667}
+        >>> dice(pred, truth, labels=[(1, 2), 3])  # region {1, 2}: 2 * 3 / (4 + 4); label 3 absent: NaN
+        {(1, 2): 0.75, 3: nan}
     """
     return {k: c.dice for k, c in confusion(pred, truth, labels).items()}
 
@@ -314,5 +369,13 @@ def iou(pred: np.ndarray, truth: np.ndarray, labels: Iterable[Label] | None = No
     """IoU (Jaccard) per label/region: NaN when absent from both maps, 0.0 when absent from exactly one.
 
     Args and returns as in :func:`dice`.
+
+    Examples:
+        >>> import numpy as np
+        >>> from trackeval.metrics.overlap import iou
+        >>> pred = np.array([1, 1, 0, 0, 2, 2])
+        >>> truth = np.array([1, 1, 1, 0, 2, 0])
+        >>> {k: round(v, 4) for k, v in iou(pred, truth, labels=[1, 2, (1, 2)]).items()}
+        {1: 0.6667, 2: 0.5, (1, 2): 0.6}
     """
     return {k: c.iou for k, c in confusion(pred, truth, labels).items()}

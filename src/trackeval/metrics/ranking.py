@@ -58,6 +58,19 @@ def precision_at_k(relevance: np.ndarray, k: int) -> np.ndarray:
 
     Returns:
         ``(n_queries,)`` float64 in [0, 1].
+
+    Examples:
+        Query 0 finds relevant items at ranks 1 and 3, query 1 at rank 2:
+
+        >>> import numpy as np
+        >>> from trackeval.metrics.ranking import precision_at_k
+        >>> relevance = np.array([[1, 0, 1], [0, 1, 0]])
+        >>> precision_at_k(relevance, 2).tolist()
+        [0.5, 0.5]
+        >>> np.round(precision_at_k(relevance, 3), 4).tolist()
+        [0.6667, 0.3333]
+        >>> precision_at_k(relevance, 4).tolist()  # rank 4 is missing: counts as non-relevant
+        [0.5, 0.25]
     """
     return _top_k(relevance, k).sum(axis=1) / k
 
@@ -72,6 +85,15 @@ def precision_at_10_original_quirk(relevance: np.ndarray) -> np.ndarray:
     Returns:
         ``(n_queries,)`` float64 in [0, 1]. Example: relevance ``[1,1,1,0,0,0,0,0,0,0]`` gives
         ``(3 + 0.6) / 11 = 0.32727...`` instead of 0.3.
+
+    Examples:
+        >>> import numpy as np
+        >>> from trackeval.metrics.ranking import precision_at_10_original_quirk, precision_at_k
+        >>> relevance = np.array([[1, 1, 1, 0, 0, 0, 0, 0, 0, 0]])
+        >>> np.round(precision_at_10_original_quirk(relevance), 4).tolist()
+        [0.3273]
+        >>> precision_at_k(relevance, 10).tolist()
+        [0.3]
     """
     return (10.0 * precision_at_k(relevance, 10) + precision_at_k(relevance, 5)) / 11.0
 
@@ -92,6 +114,19 @@ def average_precision(relevance: np.ndarray, k: int | None = None, n_relevant: n
     Raises:
         ValueError: bad shapes, a negative ``n_relevant``, or ``n_relevant`` smaller than the hits found in the
             top ``k`` (the relevance and the relevant counts then disagree).
+
+    Examples:
+        Query 0 has hits at ranks 1 and 3 (``P@1 = 1``, ``P@3 = 2/3``), query 1 at rank 2 (``P@2 = 1/2``):
+
+        >>> import numpy as np
+        >>> from trackeval.metrics.ranking import average_precision
+        >>> relevance = np.array([[1, 0, 1], [0, 1, 0]])
+        >>> np.round(average_precision(relevance), 4).tolist()  # (1 + 2/3) / 2 and 0.5 / 1
+        [0.8333, 0.5]
+        >>> np.round(average_precision(relevance, n_relevant=[3, 1]), 4).tolist()  # (1 + 2/3) / 3
+        [0.5556, 0.5]
+        >>> average_precision(relevance, k=1).tolist()  # query 1 has no hit in the top 1
+        [1.0, 0.0]
     """
     rel = _top_k(relevance, k)
     hits = np.cumsum(rel, axis=1)
@@ -112,7 +147,19 @@ def average_precision(relevance: np.ndarray, k: int | None = None, n_relevant: n
 
 
 def mean_average_precision(relevance: np.ndarray, k: int | None = None, n_relevant: np.ndarray | None = None) -> float:
-    """Mean of :func:`average_precision` over queries (MAP@k); NaN when there are no queries."""
+    """Mean of :func:`average_precision` over queries (MAP@k); NaN when there are no queries.
+
+    Examples:
+        >>> import numpy as np
+        >>> from trackeval.metrics.ranking import mean_average_precision
+        >>> relevance = np.array([[1, 0, 1], [0, 1, 0]])
+        >>> round(mean_average_precision(relevance), 4)  # (5/6 + 1/2) / 2
+        0.6667
+        >>> mean_average_precision(relevance, k=1)
+        0.5
+        >>> mean_average_precision(np.zeros((0, 3)))
+        nan
+    """
     ap = average_precision(relevance, k=k, n_relevant=n_relevant)
     return float(ap.mean()) if ap.size else float("nan")
 
@@ -129,6 +176,15 @@ def label_relevance(query_labels: np.ndarray, ranked_labels: np.ndarray, valid: 
 
     Returns:
         ``(n_queries, depth)`` bool relevance matrix in rank order.
+
+    Examples:
+        >>> import numpy as np
+        >>> from trackeval.metrics.ranking import label_relevance
+        >>> query_labels = np.array([2, -1])
+        >>> ranked_labels = np.array([[2, 1, 2], [-1, 3, -1]])  # query 1 retrieved 2 items, padded with -1
+        >>> valid = np.array([[True, True, True], [True, True, False]])
+        >>> label_relevance(query_labels, ranked_labels, valid).tolist()
+        [[True, False, True], [True, False, False]]
     """
     q = np.asarray(query_labels)
     r = np.asarray(ranked_labels)

@@ -183,6 +183,25 @@ def surface_metrics(
         TypeError: non-array input, non-integer dtype, malformed labels or spacing.
         ValueError: shape mismatch, unsupported dimensionality, bad spacing,
             negative tolerance or percentile outside [0, 100].
+
+    Examples:
+        Two neighbouring pixels: each square has 4 border corners, 2 of them shared
+        (distance 0) and 2 at one pixel width from the other square, all with the
+        same contour length. So HD = HD95 = 1 px, ASSD = 0.5 px, and NSD is the
+        fraction of corners within the tolerance.
+
+        >>> import numpy as np
+        >>> from trackeval.metrics.surface import surface_metrics
+        >>> truth = np.array([[1, 0]])  # one 1 x 1 mm pixel ...
+        >>> pred = np.array([[0, 1]])  # ... and its right-hand neighbour
+        >>> res = surface_metrics(pred, truth, spacing=(1.0, 1.0))
+        >>> sorted(res[1].items())
+        [('assd', 0.5), ('hd', 1.0), ('hd95', 1.0), ('nsd', 1.0)]
+        >>> res = surface_metrics(pred, truth, spacing=(1.0, 2.0), labels=[1, 2])  # 2 mm wide pixels
+        >>> sorted(res[1].items())
+        [('assd', 1.0), ('hd', 2.0), ('hd95', 2.0), ('nsd', 0.5)]
+        >>> sorted(res[2].items())  # label 2 is absent from both maps
+        [('assd', nan), ('hd', nan), ('hd95', nan), ('nsd', nan)]
     """
     pred_arr, truth_arr = _check_maps(pred, truth)
     spacing_t = _check_spacing(spacing, pred_arr.ndim)
@@ -222,6 +241,18 @@ def hausdorff(
     """Symmetric Hausdorff distance (mm) per label on the surfel corner grid.
 
     See :func:`surface_metrics` for arguments, errors and empty-mask values.
+
+    Examples:
+        >>> import numpy as np
+        >>> from trackeval.metrics.surface import hausdorff
+        >>> truth = np.array([[1, 0]])  # one 1 x 1 mm pixel ...
+        >>> pred = np.array([[0, 1]])  # ... and its right-hand neighbour
+        >>> hausdorff(pred, truth, spacing=(1.0, 1.0))
+        {1: 1.0}
+        >>> hausdorff(pred, truth, spacing=(1.0, 2.0), labels=[1, 2])
+        {1: 2.0, 2: nan}
+        >>> hausdorff(np.zeros_like(truth), truth, spacing=(1.0, 1.0))  # nothing predicted
+        {1: inf}
     """
     return _select(surface_metrics(pred, truth, spacing, labels), "hd")
 
@@ -238,6 +269,19 @@ def hd95(
     This is DeepMind's ``compute_robust_hausdorff``, not MONAI's unweighted
     voxel-centre percentile (see the module docstring). See
     :func:`surface_metrics` for arguments, errors and empty-mask values.
+
+    Examples:
+        Per direction the 4 corner distances are ``[0, 0, 1, 1]`` with equal weights
+        (cumulative fractions 0.25, 0.5, 0.75, 1.0).
+
+        >>> import numpy as np
+        >>> from trackeval.metrics.surface import hd95
+        >>> truth = np.array([[1, 0]])  # one 1 x 1 mm pixel ...
+        >>> pred = np.array([[0, 1]])  # ... and its right-hand neighbour
+        >>> hd95(pred, truth, spacing=(1.0, 1.0))
+        {1: 1.0}
+        >>> hd95(pred, truth, spacing=(1.0, 1.0), percentile=40)  # first fraction >= 0.4 is at distance 0
+        {1: 0.0}
     """
     return _select(surface_metrics(pred, truth, spacing, labels, percentile=percentile), "hd95")
 
@@ -253,6 +297,18 @@ def assd(
     ``(sum(d_tp * a_t) + sum(d_pt * a_p)) / (sum(a_t) + sum(a_p))``; the directed
     DeepMind pair is available from :func:`surface_distances`. See
     :func:`surface_metrics` for arguments, errors and empty-mask values.
+
+    Examples:
+        Each surface has 4 equal-length corners, at distances ``[0, 0, 1, 1]`` px.
+
+        >>> import numpy as np
+        >>> from trackeval.metrics.surface import assd
+        >>> truth = np.array([[1, 0]])  # one 1 x 1 mm pixel ...
+        >>> pred = np.array([[0, 1]])  # ... and its right-hand neighbour
+        >>> assd(pred, truth, spacing=(1.0, 1.0))
+        {1: 0.5}
+        >>> assd(pred, truth, spacing=(1.0, 2.0))
+        {1: 1.0}
     """
     return _select(surface_metrics(pred, truth, spacing, labels), "assd")
 
@@ -268,6 +324,20 @@ def nsd(
 
     Matches MONAI ``SurfaceDiceMetric(use_subvoxels=True)``. See
     :func:`surface_metrics` for arguments, errors and empty-mask values.
+
+    Examples:
+        Half of the corners of each surface are shared, the other half lie 1 px away.
+
+        >>> import numpy as np
+        >>> from trackeval.metrics.surface import nsd
+        >>> truth = np.array([[1, 0]])  # one 1 x 1 mm pixel ...
+        >>> pred = np.array([[0, 1]])  # ... and its right-hand neighbour
+        >>> nsd(pred, truth, spacing=(1.0, 1.0), tolerance_mm=1.0)
+        {1: 1.0}
+        >>> nsd(pred, truth, spacing=(1.0, 1.0), tolerance_mm=0.5)
+        {1: 0.5}
+        >>> nsd(np.zeros_like(truth), truth, spacing=(1.0, 1.0), tolerance_mm=1.0)  # nothing predicted
+        {1: 0.0}
     """
     return _select(surface_metrics(pred, truth, spacing, labels, tolerance_mm=tolerance_mm), "nsd")
 
@@ -292,6 +362,19 @@ def surface_distances(
 
     Raises:
         TypeError, ValueError: as for :func:`surface_metrics`.
+
+    Examples:
+        >>> import numpy as np
+        >>> from trackeval.metrics.surface import surface_distances
+        >>> truth = np.array([[1, 0]])  # one 1 x 1 mm pixel ...
+        >>> pred = np.array([[0, 1]])  # ... and its right-hand neighbour
+        >>> d = surface_distances(pred, truth, spacing=(1.0, 1.0))
+        >>> d.distances_truth_to_pred.tolist(), d.distances_pred_to_truth.tolist()
+        ([0.0, 0.0, 1.0, 1.0], [0.0, 0.0, 1.0, 1.0])
+        >>> [round(float(a), 4) for a in d.surfel_areas_truth]  # a diagonal half-pixel segment each
+        [0.7071, 0.7071, 0.7071, 0.7071]
+        >>> d.average_surface_distances
+        (0.5, 0.5)
     """
     pred_arr, truth_arr = _check_maps(pred_mask, truth_mask, names=("pred_mask", "truth_mask"))
     spacing_t = _check_spacing(spacing, pred_arr.ndim)

@@ -38,7 +38,13 @@ _PUNCT = re.compile(r"[^\w\s]|_")
 
 
 def tokenize(text: str) -> list[str]:
-    """Lower-case, delete punctuation and symbols (anything but letters, digits and whitespace), split."""
+    """Lower-case, delete punctuation and symbols (anything but letters, digits and whitespace), split.
+
+    Examples:
+        >>> from trackeval.metrics.text import tokenize
+        >>> tokenize("The X-ray is clear.")
+        ['the', 'xray', 'is', 'clear']
+    """
     return _PUNCT.sub("", text.lower()).split()
 
 
@@ -124,7 +130,19 @@ class BleuStats:
 
 
 def bleu_stats(corpus: NgramCorpus) -> BleuStats:
-    """Clipped n-gram matches (clip = max count over the item's references), guesses and lengths per item."""
+    """Clipped n-gram matches (clip = max count over the item's references), guesses and lengths per item.
+
+    Examples:
+        "a cat sat on the mat" against "the cat sat on the mat": 5 of 6 unigrams, 4 of 5 bigrams, 3 of 4
+        trigrams and 2 of 3 four-grams match.
+
+        >>> from trackeval.metrics.text import NgramCorpus, bleu_stats
+        >>> hyp = "a cat sat on the mat".split()
+        >>> ref = "the cat sat on the mat".split()
+        >>> s = bleu_stats(NgramCorpus([hyp], [[ref]]))
+        >>> s.correct.tolist(), s.guess.tolist(), s.testlen.tolist(), s.reflen.tolist()
+        ([[5, 4, 3, 2]], [[6, 5, 4, 3]], [6], [6])
+    """
     n, items = corpus.n, corpus.n_items
     hyp = corpus.hyp_entries()
     ref = ~hyp
@@ -160,6 +178,14 @@ def bleu_from_stats(correct: np.ndarray, guess: np.ndarray, testlen: np.ndarray,
 
     ``correct``/``guess``: ``(..., n)``; ``testlen``/``reflen``: ``(...)``. Returns ``(..., n)``. Pass the
     corpus sums for corpus BLEU, one item's row for its sentence BLEU, or weighted sums for a bootstrap.
+
+    Examples:
+        >>> import numpy as np
+        >>> from trackeval.metrics.text import bleu_from_stats
+        >>> np.round(bleu_from_stats([5, 4, 3, 2], [6, 5, 4, 3], 6, 6), 4).tolist()
+        [0.8333, 0.8165, 0.7937, 0.7598]
+        >>> np.round(bleu_from_stats([3], [3], 3, 6), 4).tolist()  # brevity penalty exp(1 - 6 / 3)
+        [0.3679]
     """
     correct = np.asarray(correct, dtype=np.float64)
     guess = np.asarray(guess, dtype=np.float64)
@@ -175,7 +201,19 @@ def bleu_from_stats(correct: np.ndarray, guess: np.ndarray, testlen: np.ndarray,
 
 
 def corpus_bleu(corpus: NgramCorpus) -> np.ndarray:
-    """Corpus BLEU-1..n, shape ``(n,)`` (``Bleu(n).compute_score(...)[0]``)."""
+    """Corpus BLEU-1..n, shape ``(n,)`` (``Bleu(n).compute_score(...)[0]``).
+
+    Examples:
+        Same lengths (no brevity penalty); BLEU-k is the geometric mean of the precisions 5/6, 4/5, 3/4, 2/3
+        up to order k, e.g. ``BLEU-2 = sqrt(5/6 * 4/5)``:
+
+        >>> import numpy as np
+        >>> from trackeval.metrics.text import NgramCorpus, corpus_bleu
+        >>> hyp = "a cat sat on the mat".split()
+        >>> ref = "the cat sat on the mat".split()
+        >>> np.round(corpus_bleu(NgramCorpus([hyp], [[ref]])), 4).tolist()
+        [0.8333, 0.8165, 0.7937, 0.7598]
+    """
     s = bleu_stats(corpus)
     return bleu_from_stats(s.correct.sum(0), s.guess.sum(0), s.testlen.sum(), s.reflen.sum())
 
@@ -194,7 +232,19 @@ def _lcs(a: Tokens, b: Tokens) -> int:
 
 
 def rouge_l(hyps: Sequence[Tokens], refs: Sequence[Sequence[Tokens]], beta: float = 1.2) -> np.ndarray:
-    """ROUGE-L F-score per item, shape ``(n_items,)`` (``Rouge().compute_score(...)[1]``)."""
+    """ROUGE-L F-score per item, shape ``(n_items,)`` (``Rouge().compute_score(...)[1]``).
+
+    Examples:
+        Item 1: LCS "cat sat on the mat" (5), ``P = R = 5/6``. Item 2: LCS 3, ``P = 1``, ``R = 1/2``, so
+        ``F = 2.44 * 0.5 / (0.5 + 1.44) = 0.6289``.
+
+        >>> import numpy as np
+        >>> from trackeval.metrics.text import rouge_l
+        >>> ref = "the cat sat on the mat".split()
+        >>> hyps = ["a cat sat on the mat".split(), "the cat sat".split()]
+        >>> np.round(rouge_l(hyps, [[ref], [ref]]), 4).tolist()
+        [0.8333, 0.6289]
+    """
     out = np.zeros(len(hyps))
     b2 = beta * beta
     for i, (h, rs) in enumerate(zip(hyps, refs, strict=True)):
@@ -212,7 +262,19 @@ def rouge_l(hyps: Sequence[Tokens], refs: Sequence[Sequence[Tokens]], beta: floa
 
 
 def cider_d(corpus: NgramCorpus, sigma: float = 6.0) -> np.ndarray:
-    """CIDEr-D per item, shape ``(n_items,)`` (``Cider().compute_score(...)[1]``); 0 for an empty corpus."""
+    """CIDEr-D per item, shape ``(n_items,)`` (``Cider().compute_score(...)[1]``); 0 for an empty corpus.
+
+    Examples:
+        Two items with disjoint vocabularies (every n-gram has idf ``log 2``): a hypothesis equal to its
+        reference scores the maximum 10, one that shares no n-gram with its reference scores 0.
+
+        >>> import numpy as np
+        >>> from trackeval.metrics.text import NgramCorpus, cider_d
+        >>> refs = [["the cat sat on the mat".split()], ["a dog ran in a park".split()]]
+        >>> hyps = ["the cat sat on the mat".split(), "the cat sat on the mat".split()]
+        >>> np.round(cider_d(NgramCorpus(hyps, refs)), 4).tolist()
+        [10.0, 0.0]
+    """
     n, items = corpus.n, corpus.n_items
     if items == 0:
         return np.zeros(0)

@@ -23,8 +23,8 @@ from typing import Any
 
 from trackeval.config import GateConfig
 from trackeval.errors import InputError
-from trackeval.gate.compare import BenchmarkComparison, compare_results
-from trackeval.gate.decide import Decision, decide
+from trackeval.gate.compare import BenchmarkComparison
+from trackeval.gate.decide import Decision, compare_unit, decide
 from trackeval.gate.policy import UnitPolicy
 from trackeval.io.results_folder import RESULTS_JSON, read_results
 from trackeval.results import BenchmarkResult, sha256_text
@@ -177,18 +177,7 @@ def compare_refs(
         policy = policies.get(name)
         if policy is None:
             raise InputError(f"{name} is not a registered benchmark unit (is its plug-in installed?)", field="unit")
-        out.append(
-            compare_results(
-                res_a[name],
-                res_b[name],
-                policy.metric,
-                policy.group_dimensions,
-                n_resamples=g.n_resamples,
-                seed=g.seed,
-                confidence=g.confidence,
-                labels=(label_a, label_b),
-            )
-        )
+        out.append(compare_unit(res_a[name], res_b[name], policy, g, (label_a, label_b)))
     return out
 
 
