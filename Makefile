@@ -43,9 +43,11 @@ demo: setup
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(DVC) repro
 	@echo "== v2 - v1 on every benchmark (paired, 95% CI)"
 	$(VENV)/bin/trackeval compare seg/v2 seg/v1 --config params.yaml
+	@echo "== leaderboard (MLflow LoggedModels)"
+	$(VENV)/bin/trackeval leaderboard --model seg --config params.yaml
 	@echo "== gate (as the MLflow registry holds it)"
 	$(VENV)/bin/trackeval pipeline verdict
-	@echo "== MLflow UI: $(VENV)/bin/mlflow ui --backend-store-uri sqlite:///mlflow.db  (then open http://127.0.0.1:5000)"
+	@echo "== MLflow UI: $(VENV)/bin/mlflow ui --backend-store-uri sqlite:///mlflow.db, then open the link above"
 
 test: setup
 	$(PY) -m pytest $(PYTEST_ARGS)

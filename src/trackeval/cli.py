@@ -14,6 +14,7 @@ from pathlib import Path
 
 from trackeval import __version__
 from trackeval.commands import evaluate as evaluate_commands
+from trackeval.commands import leaderboard as leaderboard_commands
 from trackeval.commands import pipeline as pipeline_commands
 from trackeval.commands import tracking as tracking_commands
 from trackeval.errors import TrackevalError
@@ -38,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--out", type=Path, required=True)
     pipeline_commands.add_data_parser(data_sub)
     tracking_commands.add_parsers(sub)
+    leaderboard_commands.add_parsers(sub)
     pipeline_commands.add_parsers(sub)
     return parser
 
@@ -73,6 +75,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "audit": _audit_umd,
     "data": _data,
     **tracking_commands.COMMANDS,
+    **leaderboard_commands.COMMANDS,
     **pipeline_commands.COMMANDS,
 }
 

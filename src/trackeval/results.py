@@ -173,6 +173,13 @@ class BenchmarkResult(_Model):
         return flat
 
 
+def headline_keys(result: BenchmarkResult) -> list[str]:
+    """The keys of :meth:`BenchmarkResult.flat_metrics` that belong to headline aggregates (no ``/by_``
+    breakdown), with their ``ci95_low``/``ci95_high``/``n_valid`` siblings: tens of keys per unit, not hundreds."""
+    heads = {k for k, s in result.aggregates.items() if "/by_" not in k and s.value is not None}
+    return [k for k in result.flat_metrics() if k in heads or k.rsplit("/", 1)[0] in heads]
+
+
 def item_matrix(cases: Sequence[CaseRecord], items: Sequence[str], metric: str) -> np.ndarray:
     """``(n_cases, n_items)`` float array of one per-item metric; NaN where a value is missing or null."""
     out = np.full((len(cases), len(items)), np.nan)

@@ -1,19 +1,35 @@
 """``trackeval track``, ``trackeval promote`` and ``trackeval compare`` (wired into :mod:`trackeval.cli`).
 
-Exit codes: ``track`` / ``compare`` 0 on success; ``promote`` 0 pass, 1 fail; any ``TrackevalError`` 2.
+Exit codes: ``track`` / ``compare`` 0 on success; ``promote`` 0 pass, 1 fail (also with ``--dry-run``); any
+``TrackevalError`` 2.
+
+``compare --markdown -`` and ``promote --summary -`` write the Markdown to standard output; the terminal tables
+then go to standard error, so the output can be appended as is to a file such as ``$GITHUB_STEP_SUMMARY``.
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+import os
+import sys
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
 from trackeval.commands.options import add_config_options
 from trackeval.config import EvalConfig
 from trackeval.errors import OutputError
+
+if TYPE_CHECKING:
+    from trackeval.config import GateConfig
+    from trackeval.gate.decide import Decision
+    from trackeval.gate.policy import UnitPolicy
+    from trackeval.tracking.client import Mlflow
+
+#: the file name meaning standard output (``--markdown -``, ``--summary -``)
+STDOUT = "-"
 
 
 def _config_options(p: argparse.ArgumentParser) -> None:
@@ -34,11 +50,30 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     pr = sub.add_parser("promote", help="gate a model version against @champion (exit 0 pass, 1 fail, 2 error)")
     pr.add_argument("--model", required=True, help="registered model name")
     pr.add_argument("--candidate", required=True, help="model version as tracked, a registry version number, @alias")
+    pr.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="compute the decision against @champion (against @previous when the candidate is the champion) "
+        "without recording a decision run, tagging the candidate or moving aliases (exit 0 pass, 1 fail)",
+    )
+    pr.add_argument(
+        "--summary",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="FILE",
+        help='also append the decision as Markdown to FILE, even when the gate fails (e.g. "$GITHUB_STEP_SUMMARY"; '
+        "- = standard output; repeatable)",
+    )
     _config_options(pr)
     cmp = sub.add_parser("compare", help="paired deltas with 95%% CIs between two versions, runs or results folders")
     cmp.add_argument("a", help="run id, NAME/VERSION, NAME@ALIAS or results folder (A in A - B)")
     cmp.add_argument("b", help="the same kinds of reference (B)")
-    cmp.add_argument("--markdown", type=Path, help="also write the tables as markdown")
+    cmp.add_argument(
+        "--markdown",
+        type=Path,
+        help="also write the tables as markdown (- = standard output; the terminal tables then go to standard error)",
+    )
     cmp.add_argument("--html", type=Path, help="also write a self-contained HTML report")
     _config_options(cmp)
 
@@ -50,7 +85,7 @@ def _cfg(args: argparse.Namespace) -> EvalConfig:
 
 
 def run_track(args: argparse.Namespace) -> int:
-    from trackeval.tracking.client import tracking_uri
+    from trackeval.tracking.client import Mlflow, tracking_uri
     from trackeval.tracking.track import track_results
 
     cfg = _cfg(args)
@@ -60,19 +95,107 @@ def run_track(args: argparse.Namespace) -> int:
         state = "logged" if t.logged else "already tracked"
         console.print(f"{t.folder}: {t.unit} {t.model} {state} as run {t.run_id}", highlight=False, soft_wrap=True)
     console.print(f"tracking URI: {tracking_uri(cfg.tracking)}", highlight=False, soft_wrap=True)
+    console.print(f"MLflow UI: {Mlflow(cfg.tracking).ui_url()}", highlight=False, soft_wrap=True)
     return 0
+
+
+def _is_stdout(path: Path | None) -> bool:
+    return path is not None and str(path) == STDOUT
+
+
+def append_markdown(path: Path, text: str) -> None:
+    """Append ``text`` to ``path`` (created if missing; ``-``: standard output) in one write of an ``O_APPEND``
+    descriptor, so concurrent appenders (steps writing ``$GITHUB_STEP_SUMMARY``) do not interleave. A blank line
+    separates it from what the file already holds. Raises :class:`OutputError` naming the file."""
+    text = text.rstrip("\n") + "\n"
+    if _is_stdout(path):
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            data = memoryview((("\n" if os.fstat(fd).st_size else "") + text).encode("utf-8"))
+            while data:
+                data = data[os.write(fd, data) :]
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        raise OutputError(f"cannot write {path}: {exc.strerror or exc}") from exc
+
+
+def _label(mv: Any) -> str:
+    from trackeval.tracking.tags import VERSION_TAG
+
+    return str(mv.tags.get(VERSION_TAG, str(mv.version)))
+
+
+def dry_run(
+    ml: Mlflow, name: str, candidate: str, cfg: GateConfig, policies: Mapping[str, UnitPolicy]
+) -> tuple[Decision | None, str, str]:
+    """The gate decision :func:`~trackeval.tracking.model_registry.promote` would take, without recording it,
+    tagging the candidate or moving an alias.
+
+    The baseline is ``@champion``; when the candidate is the champion, ``@previous`` (the decision that made it
+    champion) if it exists, else there is nothing to gate (decision ``None``). Returns the decision, the
+    baseline's alias and the candidate's label.
+    """
+    from trackeval.gate.decide import decide
+    from trackeval.tracking.model_registry import resolve_version, version_results
+
+    cand_mv = resolve_version(ml, name, candidate)
+    aliases = ml.call("get_registered_model", ml.client.get_registered_model, name).aliases
+    baseline = "champion"
+    if str(aliases.get("champion")) == str(cand_mv.version):
+        if "previous" not in aliases:
+            return None, baseline, _label(cand_mv)
+        baseline = "previous"
+    base_mv = None
+    if baseline in aliases:
+        base_mv = ml.call("get_model_version", ml.client.get_model_version, name, aliases[baseline])
+    decision = decide(
+        name,
+        _label(cand_mv),
+        version_results(ml, cand_mv),
+        None if base_mv is None else _label(base_mv),
+        None if base_mv is None else version_results(ml, base_mv),
+        cfg,
+        policies,
+    )
+    return decision, baseline, _label(cand_mv)
 
 
 def run_promote(args: argparse.Namespace) -> int:
     from trackeval.api import gate_policies
-    from trackeval.report.comparison import print_decision
+    from trackeval.report.comparison import decision_markdown, print_decision
     from trackeval.tracking.client import Mlflow
     from trackeval.tracking.model_registry import promote
 
     cfg = _cfg(args)
-    decision, run_id = promote(Mlflow(cfg.tracking), args.model, args.candidate, cfg.gate, gate_policies(cfg))
-    print_decision(decision)
-    Console(stderr=True).print(f"decision recorded in run {run_id}", highlight=False, soft_wrap=True)
+    ml = Mlflow(cfg.tracking)
+    stdout_summary = any(_is_stdout(p) for p in args.summary)
+    console = Console(width=140, stderr=stdout_summary)
+    err = Console(stderr=True)
+    baseline = "champion"
+    if args.dry_run:
+        decision, baseline, label = dry_run(ml, args.model, args.candidate, cfg.gate, gate_policies(cfg))
+        if decision is None:
+            why = f"{args.model}@champion is {label} and there is no @previous to compare it with: nothing to gate"
+            console.print(f"candidate is the champion: {why}", highlight=False, soft_wrap=True)
+            for path in args.summary:
+                append_markdown(path, f"# Gate {args.model}: candidate {label} is the champion\n\n{why} (dry run).")
+            return 0
+        note = "_Dry run (`trackeval promote --dry-run`): no decision recorded, no alias moved._"
+        status = "dry run: no decision recorded, no alias moved"
+    else:
+        decision, run_id = promote(ml, args.model, args.candidate, cfg.gate, gate_policies(cfg))
+        note, status = f"_Decision recorded in MLflow run `{run_id}`._", f"decision recorded in run {run_id}"
+    print_decision(decision, console)
+    err.print(status, highlight=False, soft_wrap=True)
+    if args.summary:
+        text = decision_markdown(decision, baseline=baseline).rstrip("\n") + "\n\n" + note
+        for path in args.summary:
+            append_markdown(path, text)
     return 0 if decision.verdict == "pass" else 1
 
 
@@ -86,8 +209,12 @@ def run_compare(args: argparse.Namespace) -> int:
 
     cfg = _cfg(args)
     comparisons = compare_refs(Mlflow(cfg.tracking), args.a, args.b, cfg.gate, gate_policies(cfg))
-    print_comparisons(comparisons)
-    for path, text in ((args.markdown, comparison_markdown), (args.html, comparison_report)):
+    to_stdout = _is_stdout(args.markdown)
+    print_comparisons(comparisons, Console(width=140, stderr=to_stdout))
+    if to_stdout:
+        sys.stdout.write(comparison_markdown(comparisons).rstrip("\n") + "\n")
+        sys.stdout.flush()
+    for path, text in ((None if to_stdout else args.markdown, comparison_markdown), (args.html, comparison_report)):
         if path is not None:
             try:
                 with atomic_path(path) as tmp:

@@ -96,10 +96,11 @@ def evaluate(name: str, version: str, layout: Layout, cfg: EvalConfig, params: P
 
 def register_version(cfg: EvalConfig, name: str, version: str, model_dir: Path) -> str:
     """Log a version's trained networks (``model_dir``: state_dicts + specs) as the ``model/`` artifacts of a
-    ``model`` run and register them as a version of ``name`` tagged ``trackeval.model_version=<version>``; once
-    per version (an existing one is returned as is). Returns the registry version number."""
+    ``model`` run and as an MLflow 3 LoggedModel, and register that (``models:/<model_id>``) as a version of
+    ``name`` tagged ``trackeval.model_version=<version>``; once per version (an existing one is returned as is).
+    Returns the registry version number."""
     from trackeval.tracking.client import Mlflow
-    from trackeval.tracking.model_registry import create_version, find_version
+    from trackeval.tracking.model_registry import create_version, find_version, logged_model
     from trackeval.tracking.tags import TAG
 
     ml = Mlflow(cfg.tracking)
@@ -109,14 +110,14 @@ def register_version(cfg: EvalConfig, name: str, version: str, model_dir: Path) 
     tags = {TAG + "kind": "model", TAG + "model_name": name, TAG + "model_version": version}
     with ml.run(f"model {name}/{version}", tags) as run_id:
         ml.call("log_artifacts", ml.client.log_artifacts, run_id, str(model_dir), "model")
-    source = ml.call("get_run", ml.client.get_run, run_id).info.artifact_uri + "/model"
-    return str(create_version(ml, name, version, source, run_id).version)
+        model_id = logged_model(ml, name, version, run_id, artifacts=model_dir)
+    return str(create_version(ml, name, version, f"models:/{model_id}", run_id, model_id).version)
 
 
 def track(layout: Layout, cfg: EvalConfig, params: PipelineParams) -> dict[str, dict[str, str]]:
     """Register every version's networks, log its evaluations (``trackeval track``) and link them to the
     registered version; writes ``tracked.json`` (``{version: {"registry_version", <evaluation>: run id}}``)."""
-    from trackeval.tracking.client import tracking_uri
+    from trackeval.tracking.client import Mlflow, tracking_uri
     from trackeval.tracking.track import track_results
 
     out: dict[str, dict[str, str]] = {}
@@ -126,7 +127,7 @@ def track(layout: Layout, cfg: EvalConfig, params: PipelineParams) -> dict[str, 
             entry[t.folder.parent.name] = t.run_id
             print(f"{t.model} {t.folder.parent.name}: {'logged' if t.logged else 'already tracked'} as run {t.run_id}")
         out[version] = entry
-    print(f"tracking URI: {tracking_uri(cfg.tracking)}")
+    print(f"tracking URI: {tracking_uri(cfg.tracking)}; MLflow UI: {Mlflow(cfg.tracking).ui_url()}")
     layout.tracked.parent.mkdir(parents=True, exist_ok=True)
     layout.tracked.write_text(json.dumps(out, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     return out

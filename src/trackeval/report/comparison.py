@@ -60,11 +60,15 @@ def comparison_markdown(comparisons: list[BenchmarkComparison]) -> str:
     return "\n".join(lines)
 
 
-def decision_markdown(decision: Decision) -> str:
-    """The gate decision: verdict, checks, worst-group tests and the comparison tables."""
+def decision_markdown(decision: Decision, baseline: str = "champion") -> str:
+    """The gate decision: verdict, checks, worst-group tests and the comparison tables.
+
+    ``baseline``: what the candidate was gated against, as named in the title (``champion``; ``previous`` for
+    ``trackeval promote --dry-run`` of the champion itself).
+    """
     champion = decision.champion or "none (first version: absolute floors)"
     lines = [
-        f"# Gate {decision.model}: candidate {decision.candidate} vs champion {champion}: "
+        f"# Gate {decision.model}: candidate {decision.candidate} vs {baseline} {champion}: "
         f"**{decision.verdict.upper()}**",
         "",
         "| check | benchmark | passed | detail |",

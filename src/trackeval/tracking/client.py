@@ -24,6 +24,10 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
+#: MLflow 3's experiment kind tag: this value opens the experiment in the model-training (not GenAI) view
+EXPERIMENT_KIND_TAG, EXPERIMENT_KIND = "mlflow.experimentKind", "custom_model_development"
+
+
 class TrackingError(TrackevalError):
     """MLflow could not be reached or refused a call after the bounded retries."""
 
@@ -67,6 +71,8 @@ class Mlflow:
             "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0",
             "MLFLOW_HTTP_REQUEST_TIMEOUT": str(self.cfg.http_timeout_s),
             "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false",
+            # the registry resolves `models:/<model_id>` sources through the default tracking store
+            "MLFLOW_TRACKING_URI": self.uri,
         }
         saved = {k: os.environ.get(k) for k in env}
         os.environ.update(env)
@@ -107,20 +113,35 @@ class Mlflow:
         raise AssertionError("unreachable")
 
     def experiment_id(self) -> str:
-        """The configured experiment, created on first use (local artifact folder on a non-HTTP store)."""
+        """The configured experiment, created on first use (local artifact folder on a non-HTTP store), tagged
+        as a model-development experiment so the MLflow 3 UI opens it in the model-training view."""
         if self._experiment_id is None:
             name = self.cfg.experiment
             exp = self.call("get_experiment_by_name", self.client.get_experiment_by_name, name)
             if exp is not None:
-                self._experiment_id = exp.experiment_id
+                self._experiment_id = str(exp.experiment_id)
+                if exp.tags.get(EXPERIMENT_KIND_TAG) != EXPERIMENT_KIND:
+                    set_tag = self.client.set_experiment_tag
+                    self.call("set_experiment_tag", set_tag, self._experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
             else:
                 location = None
                 if not self.uri.startswith(("http://", "https://", "databricks")):
                     location = Path(self.cfg.artifact_location).resolve().as_uri()
                 self._experiment_id = self.call(
-                    "create_experiment", self.client.create_experiment, name, artifact_location=location
+                    "create_experiment",
+                    self.client.create_experiment,
+                    name,
+                    artifact_location=location,
+                    tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND},
                 )
         return self._experiment_id
+
+    def ui_url(self) -> str:
+        """The experiment's runs in the MLflow UI's model-training view (``?workflowType=machine_learning``; the
+        experiment tag alone does not switch a fresh browser profile out of the GenAI overview). For a local
+        store the address is the one ``mlflow ui`` serves by default."""
+        base = self.uri.rstrip("/") if self.uri.startswith(("http://", "https://")) else "http://127.0.0.1:5000"
+        return f"{base}/#/experiments/{self.experiment_id()}/runs?workflowType=machine_learning"
 
     def search(self, filter_string: str, order_by: list[str] | None = None) -> list[Any]:
         """Runs of the experiment matching ``filter_string`` (active runs only), newest first by default."""
@@ -153,6 +174,11 @@ class Mlflow:
             self.terminate(run_id, "FAILED")
             raise
         self.call("set_terminated", self.client.set_terminated, run_id, "FINISHED")
+
+
+def quote(value: str) -> str:
+    """``value`` inside a single-quoted MLflow filter string (``tags.x = '<value>'``)."""
+    return value.replace("\\", "\\\\").replace("'", "\\'")
 
 
 def _one_line(exc: BaseException) -> str:

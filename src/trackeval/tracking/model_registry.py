@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -28,7 +29,7 @@ from trackeval.gate.decide import Decision, compare_unit, decide
 from trackeval.gate.policy import UnitPolicy
 from trackeval.io.results_folder import RESULTS_JSON, read_results
 from trackeval.results import BenchmarkResult, sha256_text
-from trackeval.tracking.client import Mlflow, TrackingError
+from trackeval.tracking.client import Mlflow, TrackingError, quote
 from trackeval.tracking.lineage import flatten
 from trackeval.tracking.tags import EVAL_RUN_TAG, KIND_GATE, TAG, VERSION_TAG
 
@@ -51,16 +52,16 @@ def find_version(ml: Mlflow, name: str, version: str) -> Any | None:
     """The registered version of ``name`` tagged with trackeval model version ``version`` (None if absent)."""
     if _registered_model(ml, name) is None:
         return None
-    versions = ml.call("search_model_versions", ml.client.search_model_versions, f"name = '{name}'")
+    versions = ml.call("search_model_versions", ml.client.search_model_versions, f"name = '{quote(name)}'")
     for mv in versions:
         if mv.tags.get(VERSION_TAG) == version:
             return mv
     return None
 
 
-def create_version(ml: Mlflow, name: str, version: str, source: str, run_id: str) -> Any:
-    """Register ``source`` (an artifact URI of ``run_id``) as a new version of ``name`` (created if missing),
-    tagged with trackeval model version ``version``."""
+def create_version(ml: Mlflow, name: str, version: str, source: str, run_id: str, model_id: str | None = None) -> Any:
+    """Register ``source`` (``models:/<model_id>`` of a LoggedModel, or an artifact URI of ``run_id``) as a new
+    version of ``name`` (created if missing), tagged with trackeval model version ``version``."""
     if _registered_model(ml, name) is None:
         ml.call("create_registered_model", ml.client.create_registered_model, name)
     return ml.call(
@@ -71,20 +72,85 @@ def create_version(ml: Mlflow, name: str, version: str, source: str, run_id: str
         run_id=run_id,
         tags={VERSION_TAG: version},
         await_creation_for=0,
+        model_id=model_id,
     )
 
 
+def _logged_model_filter(name: str, version: str) -> str:
+    return f"tags.`{TAG}model_name` = '{quote(name)}' AND tags.`{TAG}model_version` = '{quote(version)}'"
+
+
+def find_logged_model(ml: Mlflow, name: str, version: str) -> Any | None:
+    """The MLflow 3 LoggedModel of trackeval model version ``name``/``version`` in the experiment (or None)."""
+    found = ml.call(
+        "search_logged_models",
+        ml.client.search_logged_models,
+        [ml.experiment_id()],
+        filter_string=_logged_model_filter(name, version),
+        max_results=1,
+    )
+    return found[0] if found else None
+
+
+def logged_model(ml: Mlflow, name: str, version: str, source_run_id: str, artifacts: Path | None = None) -> str:
+    """The ``model_id`` of version ``name``/``version``'s LoggedModel, created once.
+
+    With ``artifacts`` (a folder: the trained model's files, as the pipeline's train stage writes them) they
+    become the model's artifacts; without, it is an external model (weights kept elsewhere) that records the
+    name, version and source run. Either way an ``MLmodel`` file is written so the model can be registered as
+    ``models:/<model_id>``. Evaluation metrics are linked to it with their dataset (see ``tracking.track``), so
+    the experiment's Models tab and ``search_logged_models`` rank versions by benchmark.
+    """
+    from mlflow.entities import LoggedModelStatus
+    from mlflow.models.utils import get_external_mlflow_model_spec
+
+    existing = find_logged_model(ml, name, version)
+    if existing is not None:
+        return str(existing.model_id)
+    tags = {TAG + "model_name": name, TAG + "model_version": version}
+    if artifacts is None:
+        tags["mlflow.model.isExternal"] = "true"
+    model = ml.call(
+        "create_logged_model",
+        ml.client.create_logged_model,
+        ml.experiment_id(),
+        name=f"{name}-{version}",
+        source_run_id=source_run_id,
+        tags=tags,
+        model_type="trackeval",
+    )
+    with tempfile.TemporaryDirectory(prefix="trackeval-model-") as tmp:
+        if artifacts is not None:
+            shutil.copytree(artifacts, tmp, dirs_exist_ok=True)
+        get_external_mlflow_model_spec(model).save(str(Path(tmp) / "MLmodel"))
+        ml.call("log_model_artifacts", ml.client.log_model_artifacts, model.model_id, tmp)
+    ml.call("finalize_logged_model", ml.client.finalize_logged_model, model.model_id, LoggedModelStatus.READY)
+    return str(model.model_id)
+
+
 def link_version(
-    ml: Mlflow, name: str, version: str, parent_id: str, children: dict[str, str], *, new: bool = True
+    ml: Mlflow,
+    name: str,
+    version: str,
+    parent_id: str,
+    children: dict[str, str],
+    *,
+    model_id: str | None = None,
+    new: bool = True,
 ) -> Any:
     """Register (once) the model version of an evaluation and point its ``eval_run`` tags at ``children``.
 
-    ``new``: something was logged now, so the version becomes ``challenger`` (unless it is the champion).
+    The registered version's source is the LoggedModel ``models:/<model_id>`` when given (else the parent run's
+    artifacts). ``new``: something was logged now, so the version becomes ``challenger`` (unless it is the
+    champion).
     """
     mv = find_version(ml, name, version)
     if mv is None:
-        source = ml.call("get_run", ml.client.get_run, parent_id).info.artifact_uri
-        mv = create_version(ml, name, version, source, parent_id)
+        if model_id is not None:
+            mv = create_version(ml, name, version, f"models:/{model_id}", parent_id, model_id)
+        else:
+            source = ml.call("get_run", ml.client.get_run, parent_id).info.artifact_uri
+            mv = create_version(ml, name, version, source, parent_id)
     for unit, run_id in children.items():
         if mv.tags.get(EVAL_RUN_TAG + unit) != run_id:
             set_tag = ml.client.set_model_version_tag

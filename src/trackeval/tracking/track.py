@@ -39,10 +39,10 @@ from trackeval.io.results_folder import (
     metrics_file,
     read_results,
 )
-from trackeval.results import BenchmarkResult
-from trackeval.tracking.client import Mlflow, TrackingError
+from trackeval.results import BenchmarkResult, headline_keys
+from trackeval.tracking.client import Mlflow, TrackingError, quote
 from trackeval.tracking.lineage import dvc_data_digest, flatten, git_commit, idempotency_key
-from trackeval.tracking.model_registry import link_version
+from trackeval.tracking.model_registry import link_version, logged_model
 from trackeval.tracking.tags import KIND_BENCHMARK, KIND_PARENT, TAG
 
 log = logging.getLogger(__name__)
@@ -57,10 +57,6 @@ class Tracked:
     model: str
     run_id: str
     logged: bool
-
-
-def _q(value: str) -> str:
-    return value.replace("'", "\\'")
 
 
 def _child_tags(result: BenchmarkResult, lineage: dict[str, str], parent_id: str) -> dict[str, str]:
@@ -122,14 +118,25 @@ def _stage_artifacts(result: BenchmarkResult, folder: Path, staging: Path) -> No
     (staging / "report.html").write_text(result_report(result, figures), encoding="utf-8")
 
 
-def _log_child(ml: Mlflow, result: BenchmarkResult, folder: Path, lineage: dict[str, str], parent_id: str) -> str:
+def _log_child(
+    ml: Mlflow, result: BenchmarkResult, folder: Path, lineage: dict[str, str], parent_id: str, model_id: str
+) -> str:
+    """One unit's evaluation run. Its headline metrics are also linked to the version's LoggedModel
+    (``model_id``) and to the unit's evaluation set as an MLflow dataset (name = unit, digest = the ground-truth
+    digest), which is what the Models tab and ``search_logged_models`` rank by."""
     from mlflow.entities import Metric, Param
 
     tags = _child_tags(result, lineage, parent_id)
     name = f"{result.unit} {result.model.get('name', '')}/{result.model.get('version', '')}"
     with ml.run(name, tags) as run_id:
         now = int(time.time() * 1000)
-        metrics = [Metric(k, v, now, 0) for k, v in result.flat_metrics().items()]
+        heads = set(headline_keys(result))
+        linked = {
+            "model_id": model_id,
+            "dataset_name": result.unit,
+            "dataset_digest": result.data.ground_truth_digest[:36],
+        }
+        metrics = [Metric(k, v, now, 0, **(linked if k in heads else {})) for k, v in result.flat_metrics().items()]
         params = [Param(k, v) for k, v in flatten({"benchmark": result.benchmark, **result.config}).items()]
         ml.call("log_batch", ml.client.log_batch, run_id, metrics=metrics, params=params)
         digest = (lineage["dvc"] or result.data.ground_truth_digest)[:36]
@@ -140,10 +147,22 @@ def _log_child(ml: Mlflow, result: BenchmarkResult, folder: Path, lineage: dict[
     return run_id
 
 
+def _log_headlines(ml: Mlflow, parent_id: str, results: list[BenchmarkResult]) -> None:
+    """Every unit's headline metrics (with CIs) on the version's parent run too, so that selecting two versions
+    in the MLflow runs table compares something."""
+    from mlflow.entities import Metric
+
+    now = int(time.time() * 1000)
+    flat = {k: v for r in results for k, v in r.flat_metrics().items() if k in set(headline_keys(r))}
+    metrics = [Metric(k, v, now, 0) for k, v in sorted(flat.items())]
+    for i in range(0, len(metrics), 1000):  # MLflow's log_batch limit
+        ml.call("log_batch", ml.client.log_batch, parent_id, metrics=metrics[i : i + 1000])
+
+
 def _fail_stale(ml: Mlflow, model_name: str, model_version: str) -> None:
     """Runs of this model version still RUNNING (a killed process or server) are ended FAILED."""
     stale = ml.search(
-        f"tags.`{TAG}model_name` = '{_q(model_name)}' and tags.`{TAG}model_version` = '{_q(model_version)}' "
+        f"tags.`{TAG}model_name` = '{quote(model_name)}' and tags.`{TAG}model_version` = '{quote(model_version)}' "
         "and attributes.status = 'RUNNING'"
     )
     for run in stale:
@@ -202,11 +221,13 @@ def track_results(folders: list[Path], cfg: TrackingConfig, model: dict[str, str
                     "mlflow.source.git.commit": lineage["git_commit"],
                 }
                 with ml.run(f"{name}/{version}", parent_tags) as parent_id:
+                    model_id = logged_model(ml, name, version, parent_id)
                     for folder, result in todo:
-                        run_id = _log_child(ml, result, folder, lineage, parent_id)
+                        run_id = _log_child(ml, result, folder, lineage, parent_id, model_id)
                         children[result.unit] = run_id
                         out.append(Tracked(folder, result.unit, f"{name}/{version}", run_id, True))
-                    link_version(ml, name, version, parent_id, children)
+                    _log_headlines(ml, parent_id, [r for _, r in todo])
+                    link_version(ml, name, version, parent_id, children, model_id=model_id)
             else:  # already tracked: still point the version at THESE results (a revert must not leave it elsewhere)
                 link_version(ml, name, version, parent_id, children, new=False)
     except TrackingError as exc:

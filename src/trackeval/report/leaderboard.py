@@ -1,0 +1,110 @@
+"""The leaderboard as data (:class:`Leaderboard`) and as a terminal table, Markdown and self-contained HTML."""
+
+from __future__ import annotations
+
+from html import escape
+
+from pydantic import BaseModel, ConfigDict
+from rich.console import Console
+from rich.table import Table
+
+
+class Cell(BaseModel):
+    """One version's primary metric on one unit (None: not evaluated)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    value: float | None = None
+    ci95_low: float | None = None
+    ci95_high: float | None = None
+
+
+class Row(BaseModel):
+    """One model version: its LoggedModel, whether it is ``@champion``, and a cell per unit."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str
+    version: str
+    model_id: str
+    champion: bool
+    cells: dict[str, Cell]
+
+
+class Leaderboard(BaseModel):
+    """``units`` (column order) with their primary keys, and the rows (model, then version order)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    units: list[str]
+    keys: dict[str, str]
+    higher_is_better: dict[str, bool]
+    rows: list[Row]
+
+
+def _cell(c: Cell | None) -> str:
+    if c is None or c.value is None:
+        return "-"
+    if c.ci95_low is None or c.ci95_high is None:
+        return f"{c.value:.4f}"
+    return f"{c.value:.4f} [{c.ci95_low:.4f}, {c.ci95_high:.4f}]"
+
+
+def _table(board: Leaderboard) -> tuple[list[str], list[list[str]]]:
+    """Header (primary keys; a lower-is-better one marked ``(lower is better)``) and formatted rows."""
+    header = [
+        "model",
+        "version",
+        *(board.keys[u] + ("" if board.higher_is_better[u] else " (lower is better)") for u in board.units),
+    ]
+    rows = [
+        [r.model, r.version + (" (champion)" if r.champion else ""), *(_cell(r.cells.get(u)) for u in board.units)]
+        for r in board.rows
+    ]
+    return header, rows
+
+
+def print_leaderboard(board: Leaderboard, console: Console | None = None) -> None:
+    """The leaderboard as a terminal table (primary metric [95% CI] per unit; champion marked)."""
+    if console is None:
+        console = Console()
+        if not console.is_terminal:  # logs and CI: do not wrap "value [low, high]" cells at 80 columns
+            console.width = 160
+    header, rows = _table(board)
+    table = Table(title="leaderboard: primary metric of each benchmark unit [95% CI]; higher is better unless marked")
+    for i, h in enumerate(header):
+        table.add_column(h, justify="left" if i < 2 else "right")
+    for row in rows:
+        table.add_row(*row)
+    console.print(table)
+
+
+def leaderboard_markdown(board: Leaderboard) -> str:
+    """A Markdown table (GitHub flavour)."""
+    header, rows = _table(board)
+    lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    note = "Primary metric of each benchmark unit, mean [95% CI]; higher is better unless marked.\n\n"
+    return "## Leaderboard\n\n" + note + "\n".join(lines) + "\n"
+
+
+def leaderboard_html(board: Leaderboard) -> str:
+    """A self-contained HTML page (inline CSS, no external requests)."""
+    header, rows = _table(board)
+    head = "".join(f"<th>{escape(h)}</th>" for h in header)
+    body = "".join(
+        "<tr"
+        + (' class="champion"' if "(champion)" in row[1] else "")
+        + ">"
+        + "".join(f"<td>{escape(c)}</td>" for c in row)
+        + "</tr>"
+        for row in rows
+    )
+    css = (
+        "body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}td,th{border:1px solid #ccc;"
+        "padding:3px 8px;font-size:13px}tr.champion{font-weight:bold;background:#eef7ee}"
+    )
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>trackeval leaderboard</title>'
+        f"<style>{css}</style></head><body><h1>Leaderboard</h1><table><tr>{head}</tr>{body}</table></body></html>\n"
+    )

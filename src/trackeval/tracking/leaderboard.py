@@ -1,0 +1,78 @@
+"""The leaderboard: every tracked model version x the primary metric of every benchmark unit, from MLflow 3
+LoggedModels (``search_logged_models``), with CIs and the registry's ``@champion`` marked."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from trackeval.gate.policy import UnitPolicy
+from trackeval.report.leaderboard import Cell, Leaderboard, Row
+from trackeval.tracking.client import Mlflow
+from trackeval.tracking.tags import TAG, VERSION_TAG
+
+
+def _champions(ml: Mlflow, names: set[str]) -> dict[str, str]:
+    """``{model name: trackeval version of @champion}`` for the models that have one."""
+    from trackeval.errors import InputError
+    from trackeval.tracking.model_registry import resolve_version
+
+    out = {}
+    for name in sorted(names):
+        try:
+            mv = resolve_version(ml, name, "@champion")
+        except InputError:
+            continue
+        out[name] = mv.tags.get(VERSION_TAG, str(mv.version))
+    return out
+
+
+def leaderboard(
+    ml: Mlflow, policies: Mapping[str, UnitPolicy], model: str | None = None, units: Sequence[str] = ()
+) -> Leaderboard:
+    """Collect the leaderboard of ``model`` (every model when None), restricted to ``units`` when given.
+
+    Values come from the metrics linked to each version's LoggedModel (latest value per key); a unit without a
+    value for any listed version is left out of the columns.
+    """
+    found = ml.call("search_logged_models", ml.client.search_logged_models, [ml.experiment_id()])
+    models = [
+        m
+        for m in found
+        if TAG + "model_version" in m.tags and (model is None or m.tags.get(TAG + "model_name") == model)
+    ]
+    rows = []
+    for m in models:
+        latest: dict[str, tuple[int, float]] = {}
+        for metric in m.metrics or []:
+            if metric.key not in latest or metric.timestamp >= latest[metric.key][0]:
+                latest[metric.key] = (metric.timestamp, metric.value)
+        values = {k: v for k, (_, v) in latest.items()}
+        cells = {}
+        for unit, policy in policies.items():
+            if units and unit not in units or policy.key not in values:
+                continue
+            cells[unit] = Cell(
+                value=values[policy.key],
+                ci95_low=values.get(policy.key + "/ci95_low"),
+                ci95_high=values.get(policy.key + "/ci95_high"),
+            )
+        rows.append(
+            Row(
+                model=m.tags[TAG + "model_name"],
+                version=m.tags[TAG + "model_version"],
+                model_id=m.model_id,
+                champion=False,
+                cells=cells,
+            )
+        )
+    champions = _champions(ml, {r.model for r in rows})
+    for r in rows:
+        r.champion = champions.get(r.model) == r.version
+    rows.sort(key=lambda r: (r.model, r.version))
+    shown = sorted({u for r in rows for u in r.cells})
+    return Leaderboard(
+        units=shown,
+        keys={u: policies[u].key for u in shown},
+        higher_is_better={u: policies[u].higher_is_better for u in shown},
+        rows=rows,
+    )
