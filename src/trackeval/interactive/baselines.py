@@ -307,7 +307,12 @@ def _train(data_dir: Path, out: Path, iterations: int, batch: int, seed: int, lr
     opt = torch.optim.Adam(net.parameters(), lr=lr)
     losses, start = [], time.perf_counter()
     net.train()
-    for _ in range(iterations):
+    log_every = max(1, iterations // 10)
+    for it in range(1, iterations + 1):
+        if it % log_every == 0 and losses:
+            elapsed = time.perf_counter() - start
+            print(f"click U-Net iteration {it}/{iterations} loss {losses[-1]:.3f} ({elapsed:.0f} s, ETA "
+                  f"{elapsed / (it - 1) * (iterations - it + 1):.0f} s)")  # fmt: skip
         samples = [_sample(net, targets[i], rng) for i in rng.integers(len(targets), size=batch)]
         x = _pad16(torch.from_numpy(np.stack([s[0] for s in samples])))
         y = _pad16(torch.from_numpy(np.stack([s[1][None] for s in samples]).astype(np.float32)))

@@ -1,7 +1,7 @@
 """``trackeval pipeline evaluate|track|gate`` and the folder layout every stage shares (mirrored by dvc.yaml).
 
 Layout under ``--work`` (default ``work/``): ``prepared/``, ``models/<v>/``, ``predictions/<v>/``,
-``eval/<benchmark>/<v>/`` (results.json, metrics.json, cases.parquet, plot.csv), ``track/tracked.json``,
+``eval/<benchmark>/<v>/`` (results.json, metrics.json, cases.parquet, plot.csv, headline.json), ``track/tracked.json``,
 ``gate/verdict.json``.
 """
 
@@ -19,8 +19,12 @@ from trackeval.errors import ConfigError, InputError
 
 if TYPE_CHECKING:  # params imports the network spec (torch); the CLI parser must stay light
     from trackeval.pipeline.params import Evaluation, PipelineParams
+    from trackeval.results import BenchmarkResult
 
 PLOT_CSV = "plot.csv"
+#: the DVC metrics file of an evaluation: headline keys + CIs (tens, not the ~1,000 keys of metrics.json), so
+#: `dvc metrics show/diff` and `dvc exp show` stay readable
+HEADLINE_JSON = "headline.json"
 
 
 @dataclass(frozen=True)
@@ -91,7 +95,20 @@ def evaluate(name: str, version: str, layout: Layout, cfg: EvalConfig, params: P
     write_outputs(result, out)
     print_summary(result, unit(evaluation.unit).summary_metrics)
     write_plot(out / PLOT_CSV, plot_rows(result, result.plots[0]) if result.plots else [])
+    write_headline(out / HEADLINE_JSON, result)
     return 0
+
+
+def write_headline(path: Path, result: BenchmarkResult) -> None:
+    """``headline.json``: the headline subset of metrics.json (same keys and rounded values), written atomically."""
+    from trackeval.io.atomic import atomic_path
+    from trackeval.io.results_folder import metrics_file
+    from trackeval.results import headline_keys
+
+    flat = metrics_file(result)
+    headline = {k: flat[k] for k in headline_keys(result)}
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps(headline, sort_keys=True, indent=1) + "\n", encoding="utf-8")
 
 
 def register_version(cfg: EvalConfig, name: str, version: str, model_dir: Path) -> str:
@@ -123,7 +140,10 @@ def track(layout: Layout, cfg: EvalConfig, params: PipelineParams) -> dict[str, 
     out: dict[str, dict[str, str]] = {}
     for version in params.versions:
         entry = {"registry_version": register_version(cfg, params.model_name, version, layout.models(version))}
-        for t in track_results([layout.eval(e, version) for e in params.evaluations], cfg.tracking):
+        # the pipeline is declarative: the workspace's results are the version's evaluations, even after a
+        # change of the demo data (decisions keep the exact runs they were made on)
+        folders = [layout.eval(e, version) for e in params.evaluations]
+        for t in track_results(folders, cfg.tracking, replace=True):
             entry[t.folder.parent.name] = t.run_id
             print(f"{t.model} {t.folder.parent.name}: {'logged' if t.logged else 'already tracked'} as run {t.run_id}")
         out[version] = entry

@@ -152,9 +152,12 @@ def link_version(
             source = ml.call("get_run", ml.client.get_run, parent_id).info.artifact_uri
             mv = create_version(ml, name, version, source, parent_id)
     for unit, run_id in children.items():
-        if mv.tags.get(EVAL_RUN_TAG + unit) != run_id:
+        previous = mv.tags.get(EVAL_RUN_TAG + unit)
+        if previous != run_id:
             set_tag = ml.client.set_model_version_tag
             ml.call("set_model_version_tag", set_tag, name, mv.version, EVAL_RUN_TAG + unit, run_id)
+            if previous:  # the previous evaluation stays; the new one says which it replaced
+                ml.call("set_tag", ml.client.set_tag, run_id, TAG + "replaces", previous)
     if new:
         aliases = ml.call("get_registered_model", ml.client.get_registered_model, name).aliases
         if str(aliases.get("champion")) != str(mv.version):
@@ -419,3 +422,45 @@ def reconcile(
     challenger = last if last is not None and (champion is None or str(champion.version) != str(last.version)) else None
     _set_alias(ml, name, "challenger", challenger)
     return out, None if champion is None else _label(champion)
+
+
+def _runs_param(value: str) -> dict[str, str]:
+    """``"umd=<run id>,xray/cls=<run id>"`` (a decision run's ``candidate_runs`` / ``champion_runs``)."""
+    return dict(item.split("=", 1) for item in value.split(",") if "=" in item)
+
+
+def explain(ml: Mlflow, decision_run: str) -> tuple[Decision, Decision]:
+    """Re-derive a recorded gate decision from the evaluation runs it names on both sides and the gate config
+    and unit policies it recorded. Returns ``(recorded, recomputed)``; equal when the evidence did not drift.
+
+    Raises :class:`InputError` when ``decision_run`` is not a trackeval gate decision run.
+    """
+    from trackeval.gate.policy import UnitPolicy as Policy
+
+    run = ml.call("get_run", ml.client.get_run, decision_run)
+    if run.data.tags.get(TAG + "kind") != KIND_GATE:
+        raise InputError(f"run {decision_run} is not a trackeval gate decision run", field="--explain")
+    with tempfile.TemporaryDirectory(prefix="trackeval-explain-") as tmp:
+        path = ml.call("download_artifacts", ml.client.download_artifacts, decision_run, "decision.json", tmp)
+        recorded = Decision.model_validate_json(Path(path).read_bytes())
+    config = dict(recorded.gate_config)
+    recorded_policies = config.pop("policies", {})
+    policies = {
+        unit: Policy(**{**p, "group_dimensions": tuple(p["group_dimensions"]),
+                        "group_margins": tuple(tuple(kv) for kv in p["group_margins"])})
+        for unit, p in recorded_policies.items()
+    }  # fmt: skip
+    params = run.data.params
+    candidate = {u: run_results(ml, r) for u, r in _runs_param(params.get("candidate_runs", "")).items()}
+    champion_runs = _runs_param(params.get("champion_runs", ""))
+    champion = {u: run_results(ml, r) for u, r in champion_runs.items()} if recorded.champion is not None else None
+    recomputed = decide(
+        recorded.model,
+        recorded.candidate,
+        {r.unit: r for r in candidate.values()},
+        recorded.champion,
+        None if champion is None else {r.unit: r for r in champion.values()},
+        GateConfig.model_validate(config),
+        policies,
+    )
+    return recorded, recomputed

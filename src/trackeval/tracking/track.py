@@ -43,7 +43,7 @@ from trackeval.results import BenchmarkResult, headline_keys
 from trackeval.tracking.client import Mlflow, TrackingError, quote
 from trackeval.tracking.lineage import dvc_data_digest, flatten, git_commit, idempotency_key
 from trackeval.tracking.model_registry import link_version, logged_model
-from trackeval.tracking.tags import KIND_BENCHMARK, KIND_PARENT, TAG
+from trackeval.tracking.tags import EVAL_RUN_TAG, KIND_BENCHMARK, KIND_PARENT, TAG
 
 log = logging.getLogger(__name__)
 
@@ -171,11 +171,42 @@ def _fail_stale(ml: Mlflow, model_name: str, model_version: str) -> None:
         ml.call("set_terminated", ml.client.set_terminated, run.info.run_id, "FAILED")
 
 
-def track_results(folders: list[Path], cfg: TrackingConfig, model: dict[str, str] | None = None) -> list[Tracked]:
+def _check_repoint(
+    ml: Mlflow, name: str, version: str, items: list[tuple[Path, BenchmarkResult]], replace: bool
+) -> None:
+    """Refuse (unless ``replace``) to point a version's ``eval_run.<unit>`` tag away from an evaluation on other
+    data: a different ground truth (truth files, manifest, case set) would silently change what the version, and
+    any gate decision read from its tags, stands for. Nothing is deleted either way: the previous evaluation run
+    stays, and the new one records it in ``trackeval.replaces``."""
+    from trackeval.tracking.model_registry import find_version
+
+    mv = find_version(ml, name, version)
+    if mv is None:
+        return
+    for folder, result in items:
+        current = mv.tags.get(EVAL_RUN_TAG + result.unit)
+        if not current:
+            continue
+        old = ml.call("get_run", ml.client.get_run, current).data.tags.get(TAG + "ground_truth_digest", "")
+        if old and old != result.data.ground_truth_digest and not replace:
+            raise InputError(
+                f"{name}/{version} was evaluated on {result.unit} with other ground truth (digest {old[:12]}, "
+                f"now {result.data.ground_truth_digest[:12]}: other files or cases); re-pointing its "
+                f"trackeval.eval_run.{result.unit} would change what it (and any gate decision) stands for. Track "
+                "under a new model version, or pass --replace (the previous evaluation run is kept)",
+                file=str(folder / RESULTS_JSON),
+                field="ground_truth_digest",
+            )
+
+
+def track_results(
+    folders: list[Path], cfg: TrackingConfig, model: dict[str, str] | None = None, *, replace: bool = False
+) -> list[Tracked]:
     """Log each results folder (see the module docstring); returns one :class:`Tracked` per folder.
 
     ``model`` (``name``/``version``) fills in or overrides the model recorded in results.json. Results
-    without a model name and version are refused (a run must belong to a model version).
+    without a model name and version are refused (a run must belong to a model version). ``replace``: allow
+    re-pointing a version at an evaluation on other ground truth (see :func:`_check_repoint`).
     """
     results = []
     for folder in folders:
@@ -199,6 +230,7 @@ def track_results(folders: list[Path], cfg: TrackingConfig, model: dict[str, str
         by_model.setdefault((result.model["name"], result.model["version"]), []).append((folder, result))
     try:
         for (name, version), items in by_model.items():
+            _check_repoint(ml, name, version, items, replace)
             todo = []
             children: dict[str, str] = {}  # unit -> evaluation run the version's eval_run tag must point to
             parent_id = ""
