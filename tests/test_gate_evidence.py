@@ -75,3 +75,35 @@ def test_repointing_a_champion_to_other_data_needs_replace(store, evaluated, tmp
     # the recorded decision still names (and is re-derived from) the runs it was made on
     assert client.get_run(decision.info.run_id).data.params["candidate_runs"] == recorded_runs
     assert main(["promote", "--explain", decision.info.run_id, *sets]) == 0
+
+
+def test_pairing_compares_only_the_config_fields_that_change_the_metric(tmp_path):
+    """An NSD tolerance or a training manifest (audit only) does not block pairing on Dice; the empty policy does.
+    The full config digest still differs (and is still logged)."""
+    from trackeval.api import gate_policies
+    from trackeval.gate.decide import compare_unit
+
+    gt = gate_data.make_ground_truth(tmp_path)
+    base_cfg = gate_data.config()
+    base, _ = gate_data.evaluate_version(tmp_path, gt, "champion", base_cfg)
+    tolerant, _ = gate_data.evaluate_version(
+        tmp_path, gt, "improved", gate_data.config("umd.nsd_tolerance_mm=3"), model_version="tol"
+    )
+    relabelled, _ = gate_data.evaluate_version(
+        tmp_path, gt, "improved", gate_data.config("umd.empty_both=perfect"), model_version="lab"
+    )
+    policy = gate_policies(base_cfg)["umd"]
+    assert policy.protocol == ("umd.labels", "umd.empty_both", "umd.missing_prediction")
+    assert tolerant.config_digest != base.config_digest
+    paired = compare_unit(tolerant, base, policy, base_cfg.gate, ("tol", "champion"))
+    assert paired.problems == [] and paired.rows[0].key == "umd/dsc"
+    assert paired.protocol_digest and paired.data_digest == base.data.ground_truth_digest
+    refused = compare_unit(relabelled, base, policy, base_cfg.gate, ("lab", "champion"))
+    assert refused.rows == []
+    assert refused.problems[0].startswith(
+        "protocol config differs on the fields that affect the compared metric (umd.labels, umd.empty_both,"
+    )
+    # a gate config that picks another primary metric compares the whole protocol config
+    other = gate_policies(gate_data.config("gate.primary_metrics={umd: nsd}"))["umd"]
+    assert other.protocol is None
+    assert "protocol config differs (" in compare_unit(tolerant, base, other, base_cfg.gate, ("t", "c")).problems[0]

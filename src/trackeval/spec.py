@@ -52,6 +52,9 @@ class PrimaryMetric:
     margins apply to the upper CI bound and ``floor`` is a ceiling). ``margin``: non-inferiority margin in the
     metric's units; ``group_margin``: margin of the worst-group guard; ``floor``: absolute bound a first
     version must reach (None: a first version cannot be promoted on this unit without a configured floor).
+    ``protocol``: the config fields (dotted paths into the results' ``config``, e.g. ``umd.labels``) that change
+    this metric's per-case values; two results pair when those agree (None: the whole config must agree). When
+    the gate config picks another primary metric, the whole config is compared.
     """
 
     metric: str
@@ -59,6 +62,7 @@ class PrimaryMetric:
     margin: float = 0.01
     group_margin: float = 0.05
     floor: float | None = None
+    protocol: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)

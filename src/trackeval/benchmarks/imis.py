@@ -328,11 +328,41 @@ SPEC = BenchmarkSpec(
     config_section="imis",
     config_model=IMISConfig,
     evaluate=_evaluate,
-    primary=PrimaryMetric("dice_auc", margin=0.01, group_margin=0.05, floor=0.5),
+    # every protocol switch changes the click sequences; only the NoC thresholds do not touch Dice
+    primary=PrimaryMetric(
+        "dice_auc",
+        margin=0.01,
+        group_margin=0.05,
+        floor=0.5,
+        protocol=tuple(
+            f"imis.{f}"
+            for f in (
+                "split",
+                "prompt_types",
+                "click_mode",
+                "first_click_fraction",
+                "box_jitter_px",
+                "accumulate_prompts",
+                "max_turns",
+                "dice_empty_rule",
+                "seed",
+                "labels",
+                "geometry_tolerance",
+            )
+        ),  # fmt: skip
+    ),
     group_dimensions=("modality", "region"),
     plots=(
         PlotSpec(metric="dice", dimension="click", kind="line", title="Dice vs clicks"),
-        PlotSpec(metric="dice", dimension="prompt"),
+        PlotSpec(
+            metric="dice",
+            dimension="click",
+            kind="line",
+            series="prompt",
+            case_metric="dice_{prompt}_{click}",
+            title="Dice vs clicks per initial prompt type",
+        ),
+        PlotSpec(metric="dice", dimension="prompt", title="Dice after the first prompt by prompt type"),
     ),
     summary_metrics=(
         "dice/by_prompt/point",

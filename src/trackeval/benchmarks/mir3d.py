@@ -437,8 +437,18 @@ SPEC = BenchmarkSpec(
     config_section="mir3d",
     config_model=Mir3dConfig,
     evaluate=_evaluate,
-    primary=PrimaryMetric("group/ap_at_10", margin=0.01, group_margin=0.05, floor=0.1),
+    primary=PrimaryMetric(
+        "group/ap_at_10",
+        margin=0.01,
+        group_margin=0.05,
+        floor=0.1,
+        protocol=("mir3d.ap_k", "mir3d.ap_denominator", "mir3d.regions"),
+    ),
     group_dimensions=("region",),
-    plots=(PlotSpec(metric="group/ap_at_10", dimension="region"), PlotSpec(metric="flag/ap_at_10", dimension="region")),
+    plots=(
+        PlotSpec(metric="group/ap_at_10", dimension="region"),
+        PlotSpec(metric="group/p_at_k", dimension="region", kind="curve_k", title="P@k vs k by region"),
+        PlotSpec(metric="flag/ap_at_10", dimension="region"),
+    ),
     summary_metrics=("flag/p_at_10", "flag/ap_at_10", "group/p_at_10", "group/ap_at_10"),
 )

@@ -310,8 +310,21 @@ SPEC = BenchmarkSpec(
     config_section="umd",
     config_model=UMDConfig,
     evaluate=_evaluate,
-    primary=PrimaryMetric("dsc", margin=0.01, group_margin=0.05, floor=0.5),
+    # Dice depends on the label map and the empty/missing policies only (not on NSD tolerance, HD settings, the
+    # geometry tolerance or the audit's training manifest)
+    primary=PrimaryMetric(
+        "dsc",
+        margin=0.01,
+        group_margin=0.05,
+        floor=0.5,
+        protocol=("umd.labels", "umd.empty_both", "umd.missing_prediction"),
+    ),
     group_dimensions=("organ", "modality"),
-    plots=(PlotSpec(metric="dsc", dimension="organ"), PlotSpec(metric="dsc", dimension="modality")),
+    plots=(
+        PlotSpec(metric="dsc", dimension="organ", title="Dice by organ"),
+        PlotSpec(metric="dsc", dimension="organ", kind="box", title="Per-case Dice by organ"),
+        PlotSpec(metric="dsc_gap/ct_vs_pet", dimension="organ", title="Paired Dice gap CT − PET by organ"),
+        PlotSpec(metric="dsc", dimension="modality", title="Dice by modality"),
+    ),
     summary_metrics=AGG_METRICS,
 )

@@ -116,18 +116,26 @@ SPECS: tuple[BenchmarkSpec, ...] = (
     _unit(
         "cls",
         "multi-label classification: AUROC (DeLong CI), operating point at 95% sensitivity, ECE",
-        PrimaryMetric("auroc", margin=0.01, group_margin=0.05, floor=0.6),
+        PrimaryMetric("auroc", margin=0.01, group_margin=0.05, floor=0.6, protocol=("xray.cls.uncertain",)),
         ("finding",),
         (
             PlotSpec(metric="auroc", dimension="finding", kind="roc", title="ROC"),
-            PlotSpec(metric="auroc", dimension="finding"),
+            PlotSpec(metric="ap", dimension="finding", kind="pr", title="Precision-recall"),
+            PlotSpec(metric="ece", dimension="finding", kind="reliability", title="Reliability diagram"),
+            PlotSpec(metric="auroc", dimension="finding", title="AUROC by finding"),
         ),
         ("auroc", "spec_at_sens95", "ece"),
     ),
     _unit(
         "seg",
         "2D segmentation: Dice and mIoU per class",
-        PrimaryMetric("dsc", margin=0.01, group_margin=0.05, floor=0.5),
+        PrimaryMetric(
+            "dsc",
+            margin=0.01,
+            group_margin=0.05,
+            floor=0.5,
+            protocol=("xray.seg.labels", "xray.seg.missing_prediction"),
+        ),
         ("class",),
         (PlotSpec(metric="dsc", dimension="class"),),
         ("dsc", "miou"),
@@ -152,7 +160,7 @@ SPECS: tuple[BenchmarkSpec, ...] = (
     _unit(
         "report",
         "report generation: BLEU-1..4, ROUGE-L, CIDEr-D",
-        PrimaryMetric("rouge_l", margin=0.01, group_margin=0.05, floor=0.1),
+        PrimaryMetric("rouge_l", margin=0.01, group_margin=0.05, floor=0.1, protocol=("xray.report.rouge_beta",)),
         (),
         (),
         ("bleu_4", "rouge_l", "cider"),

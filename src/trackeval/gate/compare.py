@@ -21,6 +21,7 @@ Two methods (``BenchmarkComparison.method``):
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Sequence
 from typing import Literal
@@ -28,7 +29,7 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from trackeval.results import BenchmarkResult, CaseRecord, item_matrix, metric_key
+from trackeval.results import BenchmarkResult, CaseRecord, item_matrix, metric_key, sha256_text
 from trackeval.stats.bootstrap import group_seed
 from trackeval.stats.paired import PairedAUC, PairedDelta, paired_bootstrap, paired_delong
 
@@ -68,12 +69,34 @@ class BenchmarkComparison(BaseModel):
     candidate_label: str
     baseline_label: str
     n_cases: int
+    #: the candidate's ground-truth digest and the digest of the protocol fields the metric depends on
+    data_digest: str = ""
+    protocol_digest: str = ""
     problems: list[str]
     rows: list[DeltaRow]
 
 
-def pairing_problems(cand: BenchmarkResult, base: BenchmarkResult) -> list[str]:
-    """Reasons why two results are not evaluations of the same cases under the same protocol ([] if paired)."""
+def protocol_digest(result: BenchmarkResult, fields: Sequence[str] | None) -> str:
+    """sha256 of the config values that affect a metric: ``fields`` are dotted paths into ``result.config``
+    (``umd.labels``; a path that is absent counts as null). ``None``: the whole config (``config_digest``)."""
+    if fields is None:
+        return result.config_digest
+    values = {}
+    for path in sorted(fields):
+        node: object = result.config
+        for part in path.split("."):
+            node = node.get(part) if isinstance(node, dict) else None
+        values[path] = node
+    return sha256_text(json.dumps(values, sort_keys=True))
+
+
+def pairing_problems(cand: BenchmarkResult, base: BenchmarkResult, protocol: Sequence[str] | None = None) -> list[str]:
+    """Reasons why two results are not evaluations of the same cases under the same protocol ([] if paired).
+
+    ``protocol``: the config fields that affect the compared metric (see :func:`protocol_digest`); a
+    difference elsewhere (an NSD tolerance when Dice is compared, a training manifest used only by the leakage
+    audit) does not block pairing. None: the whole protocol config must match.
+    """
     problems = []
     if cand.unit != base.unit:
         problems.append(f"different benchmark units: {cand.unit} vs {base.unit}")
@@ -82,11 +105,10 @@ def pairing_problems(cand: BenchmarkResult, base: BenchmarkResult) -> list[str]:
             f"data digest mismatch: the ground truth differs ({cand.data.ground_truth_digest[:12]} vs "
             f"{base.data.ground_truth_digest[:12]}); re-evaluate both versions on the same data"
         )
-    if cand.config_digest != base.config_digest:
-        problems.append(
-            f"protocol config differs ({cand.config_digest[:12]} vs {base.config_digest[:12]}); "
-            "re-evaluate with the same config"
-        )
+    a, b = protocol_digest(cand, protocol), protocol_digest(base, protocol)
+    if a != b:
+        which = "" if protocol is None else f" on the fields that affect the compared metric ({', '.join(protocol)})"
+        problems.append(f"protocol config differs{which} ({a[:12]} vs {b[:12]}); re-evaluate with the same config")
     ca, ba = {c.case_id for c in cand.cases}, {c.case_id for c in base.cases}
     if ca != ba:
         only_c, only_b = sorted(ca - ba), sorted(ba - ca)
@@ -176,6 +198,7 @@ def compare_results(
     seed: int = 0,
     confidence: float = 0.95,
     labels: tuple[str, str] = ("candidate", "baseline"),
+    protocol: Sequence[str] | None = None,
 ) -> BenchmarkComparison:
     """Paired deltas of ``<unit>/<metric>`` overall and per breakdown group in ``dimensions``.
 
@@ -189,7 +212,7 @@ def compare_results(
     bench = cand.unit
     head_key = metric_key(bench, *metric.split("/"))
     per_case = metric.rsplit("/", 1)[-1]
-    problems = pairing_problems(cand, base)
+    problems = pairing_problems(cand, base, protocol)
     out = BenchmarkComparison(
         benchmark=bench,
         metric=head_key,
@@ -197,6 +220,8 @@ def compare_results(
         candidate_label=labels[0],
         baseline_label=labels[1],
         n_cases=len(cand.cases),
+        data_digest=cand.data.ground_truth_digest,
+        protocol_digest=protocol_digest(cand, protocol),
         problems=problems,
         rows=[],
     )

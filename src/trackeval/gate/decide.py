@@ -195,6 +195,7 @@ def compare_unit(
         seed=cfg.seed,
         confidence=cfg.confidence,
         labels=labels,
+        protocol=policy.protocol,
     )
 
 

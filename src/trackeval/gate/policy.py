@@ -34,6 +34,8 @@ class UnitPolicy:
     group_dimensions: tuple[str, ...]
     default_group_margin: float
     group_margins: tuple[tuple[str, float], ...]
+    #: config fields (dotted paths into results.json's ``config``) that affect the metric; None: all of them
+    protocol: tuple[str, ...] | None = None
 
     @property
     def key(self) -> str:
@@ -75,9 +77,10 @@ def resolve_policies(cfg: GateConfig, specs: Iterable[BenchmarkSpec]) -> dict[st
     """``{unit: UnitPolicy}`` for every registered unit under the gate config ``cfg``."""
     out = {}
     for spec in specs:
+        metric = _primary_metric(cfg, spec)
         out[spec.name] = UnitPolicy(
             unit=spec.name,
-            metric=_primary_metric(cfg, spec),
+            metric=metric,
             higher_is_better=spec.primary.higher_is_better,
             margin=_lookup(cfg.margins, spec.name, spec.primary.margin),
             floor=_lookup(cfg.floors, spec.name, spec.primary.floor),
@@ -87,5 +90,6 @@ def resolve_policies(cfg: GateConfig, specs: Iterable[BenchmarkSpec]) -> dict[st
             group_margins=tuple(
                 (k, v) for k, v in sorted(cfg.group_margins.items()) if k.split("/")[0] == spec.benchmark
             ),
+            protocol=spec.primary.protocol if metric == spec.primary.metric else None,
         )
     return out

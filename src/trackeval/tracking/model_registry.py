@@ -447,7 +447,8 @@ def explain(ml: Mlflow, decision_run: str) -> tuple[Decision, Decision]:
     recorded_policies = config.pop("policies", {})
     policies = {
         unit: Policy(**{**p, "group_dimensions": tuple(p["group_dimensions"]),
-                        "group_margins": tuple(tuple(kv) for kv in p["group_margins"])})
+                        "group_margins": tuple(tuple(kv) for kv in p["group_margins"]),
+                        "protocol": None if p.get("protocol") is None else tuple(p["protocol"])})
         for unit, p in recorded_policies.items()
     }  # fmt: skip
     params = run.data.params
