@@ -144,6 +144,20 @@ def _check_mlflow_store(repo: Path) -> None:
     assert compared["xray/seg"] == "xray/seg/dsc" and compared["xray/cls"] == "xray/cls/auroc"
     metrics = json.loads((repo / "work" / "eval" / "umd" / "v2" / "metrics.json").read_text())
     assert 0.0 <= metrics["umd/dsc"] <= 1.0
+    # MLflow 3: one LoggedModel per version, its headline metrics linked to each unit's evaluation set
+    models = {m.tags["trackeval.model_version"]: m for m in client.search_logged_models([exp.experiment_id])}
+    assert sorted(models) == ["v1", "v2"]
+    for v, m in models.items():
+        datasets = {x.dataset_name for x in m.metrics}
+        assert datasets == {"umd", "mir3d", "xray/cls", "xray/seg", "imis"}, (v, datasets)
+        assert tagged[v].source == f"models:/{m.model_id}"
+    assert exp.tags["mlflow.experimentKind"] == "custom_model_development"
+    # DVC read-outs stay readable: headline.json (tens of keys per evaluation) is the metrics file
+    shown = json.loads(_run(repo, DVC, "metrics", "show", "--json").stdout)
+    files = {f: d["data"] for rev in shown.values() for f, d in rev["data"].items()}
+    assert len(files) == 10 and all(f.endswith("headline.json") for f in files)
+    assert max(len(d) for d in files.values()) < 100 and "umd/dsc" in files["work/eval/umd/v2/headline.json"]
+    assert metrics["umd/dsc"] == files["work/eval/umd/v2/headline.json"]["umd/dsc"]
     plot = (repo / "work" / "eval" / "imis" / "v1" / "plot.csv").read_text().splitlines()
     assert plot[0] == "click,value,ci95_low,ci95_high" and [r.split(",")[0] for r in plot[1:]] == ["1", "2"]
 

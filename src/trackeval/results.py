@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 #: Results schema version: the major part changes when a field is removed, renamed or changes meaning; the minor
 #: part when an optional field is added (1.1: ``task`` and ``plots``). Readers accept every 1.x file.
@@ -83,15 +83,54 @@ class PlotSpec(_Model):
     """A figure a benchmark unit declares: the report draws it and the DVC pipeline writes it as ``plot.csv``.
 
     ``metric``: aggregate key relative to the unit (``dsc`` -> ``umd/dsc``); ``dimension``: the breakdown
-    (``organ`` -> ``umd/dsc/by_organ/<organ>``). ``kind``: ``bar`` (one bar per group, 95% CI whiskers),
-    ``line`` (groups are ordered numbers, e.g. clicks) or ``roc`` (ROC curve pooled over every case x item
-    that carries a 0/1 ``label`` and a ``score``; ``metric`` and ``dimension`` name the axis then).
+    (``organ`` -> ``umd/dsc/by_organ/<organ>``). ``kind``:
+
+    * ``bar``: one bar per group of ``<metric>/by_<dimension>/<group>``, 95% CI whiskers.
+    * ``line``: the groups are ordered numbers (clicks) drawn as a line with a CI band. With ``series`` set, one
+      line per value of that second dimension: from the nested aggregates
+      ``<metric>/by_<series>/<s>/by_<dimension>/<x>`` when they exist, otherwise from the per-case records
+      through ``case_metric``, a per-item metric name with ``{<series>}`` and ``{<dimension>}`` placeholders
+      (IMIS: ``series="prompt"``, ``case_metric="dice_{prompt}_{click}"``; placeholder values are
+      ``[a-z0-9]+``). From records, a case's value is the mean over its items, the line the mean over cases
+      with a case-level percentile bootstrap CI (the ``bootstrap`` config of the result, seed group ``""``).
+    * ``roc``: ROC curves of every case x item that carries a 0/1 ``label`` and a ``score``: one per item
+      (``dimension`` names the items, e.g. ``finding``) plus the pooled (micro) curve, with the operating point
+      of the ``<unit>/threshold_at_sens95/by_<dimension>/<item>`` threshold marked where that aggregate exists.
+      ``plot.csv`` of a ``roc`` plot stays the pooled curve (``fpr,tpr,threshold``).
+    * ``pr``: precision-recall curves from the same label/score pairs, per item plus pooled (operating points
+      marked as for ``roc``).
+    * ``reliability``: calibration diagram, mean predicted probability vs observed frequency of positives in
+      equal-width bins (the bins of the result's ``ece_bins`` config, else 10; binned as the ECE), per item
+      plus pooled, with the diagonal.
+    * ``box``: distribution of a per-case metric (``case_metric``, default ``metric``) per item when
+      ``dimension`` is the result's ``item_kind``, else per value of the case group ``dimension`` (a case's value
+      is then its mean over items): a box plot with the cases as points.
+    * ``curve_k``: a metric over a cut-off k, one line per group: ``metric`` ends in ``_k``
+      (``group/p_at_k`` reads ``<unit>/group/p_at_<k>/by_<dimension>/<group>`` for every k found).
+
+    ``title``: the figure's title (a default is built from the metric and dimension).
     """
 
     metric: str
     dimension: str
-    kind: Literal["bar", "line", "roc"] = "bar"
+    kind: Literal["bar", "line", "roc", "pr", "reliability", "box", "curve_k"] = "bar"
     title: str = ""
+    #: ``line`` only: a second breakdown dimension, one line per value ("" = a single line)
+    series: str = ""
+    #: per-item metric name in the case records (``box``; ``line`` with ``series``: a template); "" = ``metric``
+    case_metric: str = ""
+
+    @model_validator(mode="after")
+    def _consistent(self) -> PlotSpec:
+        if self.series and self.kind != "line":
+            raise ValueError(f"series is only used by line plots, not {self.kind}")
+        if self.kind == "curve_k" and not self.metric.endswith("_k"):
+            raise ValueError(f"a curve_k plot's metric ends in '_k' (e.g. 'p_at_k'), got {self.metric!r}")
+        if self.series and self.case_metric:
+            missing = [d for d in (self.series, self.dimension) if f"{{{d}}}" not in self.case_metric]
+            if missing:
+                raise ValueError(f"case_metric {self.case_metric!r} lacks the placeholder(s) {missing}")
+        return self
 
 
 class DataInfo(_Model):

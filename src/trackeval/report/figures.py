@@ -1,26 +1,106 @@
 """Matplotlib figures of a result: the unit's declared plots first, then one bar chart per other breakdown.
 
-Declared plots (:class:`trackeval.results.PlotSpec`, e.g. UMD Dice by organ, IMIS Dice vs clicks, the X-ray ROC)
-are drawn as bars with 95% CI whiskers, lines with a CI band, or a ROC curve. Every other aggregate key ``K``
-with single-level breakdown children ``K/by_<dimension>/<value>`` gets a bar chart too (per-modality bars,
-the paired modality gap per organ ``umd/dsc_gap/ct_vs_pet/by_organ``...). Titles name the model version.
+Declared plots (:class:`trackeval.results.PlotSpec`) are drawn by kind: ``bar`` (95% CI whiskers), ``line``
+(CI band; one line per ``series`` value), ``roc`` / ``pr`` (one curve per item plus the pooled curve, the
+95%-sensitivity operating point marked), ``reliability`` (calibration per item plus pooled, with the diagonal),
+``box`` (per-case distribution with the cases as points) and ``curve_k`` (a metric over k, one line per group,
+the macro mean dashed). Every other aggregate key ``K`` with single-level breakdown children
+``K/by_<dimension>/<value>`` gets a bar chart too (the paired modality gap per organ
+``umd/dsc_gap/ct_vs_pet/by_organ``...). Axis labels name the metric and its unit (``Dice``, ``HD95 (mm)``,
+``AUROC``); titles and legends name the model version.
+
+:func:`overlay_figures` draws the declared plots of two versions of one unit on the same axes (the legend
+names each version) for the comparison report. The rows come from :mod:`trackeval.report.plots`.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import matplotlib
 
 matplotlib.use("Agg")  # files only, never a display
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-from trackeval.report.plots import roc_rows  # noqa: E402
+from trackeval.report import plots as rows_of  # noqa: E402
 from trackeval.results import BenchmarkResult, MetricSummary, PlotSpec  # noqa: E402
 
 _CHILD = re.compile(r"^(?P<parent>.+)/by_(?P<dim>[a-z0-9_]+)/(?P<value>[a-z0-9_]+)$")
+
+#: one colour per version (A, B) in overlays and single-series plots
+VERSION_COLOURS = ("#4c72b0", "#dd8452")
+#: one line style per version in overlays of multi-line plots
+VERSION_STYLES = ("-", "--")
+DPI = 100
+
+_METRIC_NAMES = {
+    "dsc": "Dice",
+    "dice": "Dice",
+    "nsd": "NSD",
+    "hd95": "HD95 (mm)",
+    "hd": "HD (mm)",
+    "assd": "ASSD (mm)",
+    "iou": "IoU",
+    "miou": "mIoU",
+    "auroc": "AUROC",
+    "ece": "ECE",
+    "ap": "average precision",
+    "sens_at_sens95": "sensitivity at the 95%-sensitivity threshold",
+    "spec_at_sens95": "specificity at 95% sensitivity",
+    "ppv_at_sens95": "PPV at 95% sensitivity",
+    "threshold_at_sens95": "threshold at 95% sensitivity",
+    "dice_auc": "Dice AUC over clicks",
+    "map_50": "mAP@50",
+    "rouge_l": "ROUGE-L",
+    "cider": "CIDEr-D",
+    "accuracy": "accuracy",
+}
+_PATTERNS = (
+    (re.compile(r"^p_at_(\w+)$"), "P@{}"),
+    (re.compile(r"^ap_at_(\w+)$"), "AP@{}"),
+    (re.compile(r"^noc_(\d+)$"), "NoC@{} (clicks)"),
+    (re.compile(r"^bleu_(\d+)$"), "BLEU-{}"),
+)
+_QUALIFIERS = {"flag": "cancer-flag relevance", "group": "lesion-group relevance", "mask_level": "mask level"}
+_DIMENSIONS = {"click": "clicks", "k": "k (top-k retrieved)", "prompt": "initial prompt type"}
+
+
+def metric_label(metric: str) -> str:
+    """A readable axis label of a metric path relative to the unit: ``dsc`` -> ``Dice``, ``hd95`` ->
+    ``HD95 (mm)``, ``group/p_at_10`` -> ``P@10 (lesion-group relevance)``, ``dsc_gap/ct_vs_pet`` ->
+    ``Dice gap CT − PET (paired)``."""
+    tokens = metric.split("/")
+    if len(tokens) == 2 and tokens[0].endswith("_gap") and "_vs_" in tokens[1]:
+        a, b = tokens[1].split("_vs_", 1)
+        return f"{metric_label(tokens[0][:-4])} gap {a.upper()} − {b.upper()} (paired)"
+    last = tokens[-1]
+    name = _METRIC_NAMES.get(last)
+    if name is None:
+        for pattern, fmt in _PATTERNS:
+            if m := pattern.match(last):
+                name = fmt.format(m[1])
+                break
+    name = name or last.replace("_", " ")
+    qualifiers = [_QUALIFIERS.get(t, t.replace("_", " ")) for t in tokens[:-1]]
+    return f"{name} ({', '.join(qualifiers)})" if qualifiers else name
+
+
+def dimension_label(dimension: str) -> str:
+    """``click`` -> ``clicks``, ``k`` -> ``k (top-k retrieved)``, others with spaces for underscores."""
+    return _DIMENSIONS.get(dimension, dimension.replace("_", " "))
+
+
+def version_label(result: BenchmarkResult) -> str:
+    """``name/version`` of the evaluated model (either part may be absent), or ``unnamed model``."""
+    return "/".join(v for v in (result.model.get("name"), result.model.get("version")) if v) or "unnamed model"
 
 
 def breakdowns(result: BenchmarkResult) -> dict[tuple[str, str], dict[str, MetricSummary]]:
@@ -33,89 +113,445 @@ def breakdowns(result: BenchmarkResult) -> dict[tuple[str, str], dict[str, Metri
     return out
 
 
-def bar_figure(title: str, dimension: str, values: dict[str, MetricSummary]) -> Figure:
-    """Bars of ``values`` (point estimates) with asymmetric 95% CI whiskers; n_valid under each label."""
-    names = list(values)
-    est = [values[n].value for n in names]
-    lo = [values[n].value - (values[n].ci95_low if values[n].ci95_low is not None else values[n].value) for n in names]
-    hi = [
-        (values[n].ci95_high if values[n].ci95_high is not None else values[n].value) - values[n].value for n in names
+def default_title(plot: PlotSpec) -> str:
+    """The title of a plot that declares none."""
+    label, dim = metric_label(plot.metric), dimension_label(plot.dimension)
+    return {
+        "bar": f"{label} by {dim}",
+        "line": f"{label} vs {dim}" + (f" per {dimension_label(plot.series)}" if plot.series else ""),
+        "roc": f"ROC per {dim}",
+        "pr": f"Precision-recall per {dim}",
+        "reliability": f"Reliability diagram per {dim}",
+        "box": f"Per-case {label} by {dim}",
+        "curve_k": f"{label} by {dim}",
+    }[plot.kind]
+
+
+def figure_name(unit: str, plot: PlotSpec) -> str:
+    """The PNG's stem: ``umd__dsc__by_organ`` (bar, line), ``xray__cls__roc`` (roc, pr, reliability),
+    ``umd__dsc__by_organ__box``, ``imis__dice__by_click__per_prompt``, ``mir3d__group__p_at_k__by_region``."""
+    u = unit.replace("/", "__")
+    if plot.kind in ("roc", "pr", "reliability"):
+        return f"{u}__{plot.kind}"
+    name = f"{u}__{plot.metric.replace('/', '__')}__by_{plot.dimension}"
+    if plot.kind == "box":
+        return name + "__box"
+    if plot.kind == "line" and plot.series:
+        return f"{name}__per_{plot.series}"
+    return name
+
+
+# ----------------------------------------------------------------------------------------------- drawers
+# A drawer draws one plot of one or two versions (``runs``: ``[(legend label, result)]``) on ``ax`` and returns
+# whether it drew anything.
+
+Runs = list[tuple[str, BenchmarkResult]]
+
+
+def _colours(n: int) -> list[str]:
+    cmap = plt.get_cmap("tab10" if n <= 10 else "tab20")
+    return [matplotlib.colors.to_hex(cmap(i % cmap.N)) for i in range(n)]
+
+
+def _legend(ax: Axes, title: str | None = None, outside: bool = False, handles: list | None = None) -> None:
+    kw: dict = {"fontsize": 7, "title": title, "title_fontsize": 7}
+    if handles is not None:
+        kw["handles"] = handles
+    if outside:
+        kw |= {"loc": "upper left", "bbox_to_anchor": (1.02, 1.0), "borderaxespad": 0.0}
+    ax.legend(**kw)
+
+
+def _ticks(ax: Axes, labels: list[str]) -> None:
+    """Category labels under 0..n-1, slanted when there are more than three."""
+    slanted = len(labels) > 3
+    ax.set_xticks(range(len(labels)), labels, rotation=45 if slanted else 0, ha="right" if slanted else "center")
+    ax.tick_params(axis="x", labelsize=7)
+
+
+def _num(x: object) -> float:
+    return float(x)  # type: ignore[arg-type]
+
+
+def _ci(rows: list[dict[str, object]]) -> tuple[list[float], list[float], list[float]]:
+    """Estimates and CI bounds of rows ``{value, ci95_low, ci95_high}`` (a missing bound: the estimate)."""
+    est = [_num(r["value"]) for r in rows]
+    lo = [e if r["ci95_low"] is None else _num(r["ci95_low"]) for r, e in zip(rows, est, strict=True)]
+    hi = [e if r["ci95_high"] is None else _num(r["ci95_high"]) for r, e in zip(rows, est, strict=True)]
+    return est, lo, hi
+
+
+def _draw_bar(ax: Axes, plot: PlotSpec, runs: Runs) -> bool:
+    head = [f"{r.unit}/{plot.metric}" for _, r in runs]
+    per_run = [
+        {str(row[plot.dimension]): row for row in rows_of.breakdown_rows(r, h, plot.dimension)}
+        for (_, r), h in zip(runs, head, strict=True)
     ]
-    fig, ax = plt.subplots(figsize=(max(4.0, 0.55 * len(names) + 1.5), 3.6), layout="constrained")
-    ax.bar(range(len(names)), est, yerr=[lo, hi], capsize=3, color="#4c72b0", ecolor="#222222")
-    ax.set_xticks(
-        range(len(names)), [f"{n}\n(n={values[n].n_valid})" for n in names], rotation=45, ha="right", fontsize=7
-    )
-    ax.axhline(0.0, color="#888888", linewidth=0.6)
-    ax.set_title(title, fontsize=9)
-    ax.set_xlabel(dimension)
-    ax.set_ylabel("mean, 95% CI")
-    return fig
-
-
-def line_figure(title: str, dimension: str, values: dict[str, MetricSummary]) -> Figure:
-    """Point estimates over an ordered numeric dimension (clicks) with the 95% CI as a band."""
-    pairs = sorted((int(k), v) for k, v in values.items() if k.isdigit())
-    x = [k for k, _ in pairs]
-    est = [v.value for _, v in pairs]
-    lo = [v.ci95_low if v.ci95_low is not None else v.value for _, v in pairs]
-    hi = [v.ci95_high if v.ci95_high is not None else v.value for _, v in pairs]
-    fig, ax = plt.subplots(figsize=(5.0, 3.6), layout="constrained")
-    ax.plot(x, est, marker="o", color="#4c72b0")
-    ax.fill_between(x, lo, hi, color="#4c72b0", alpha=0.2, linewidth=0)
-    ax.set_title(title, fontsize=9)
-    ax.set_xlabel(dimension)
-    ax.set_ylabel("mean, 95% CI")
-    return fig
-
-
-def roc_figure(title: str, result: BenchmarkResult) -> Figure | None:
-    """The pooled ROC curve of the records' ``label``/``score`` pairs (None when there are none)."""
-    rows = roc_rows(result)
-    if not rows:
-        return None
-    fig, ax = plt.subplots(figsize=(4.2, 4.0), layout="constrained")
-    ax.plot([r["fpr"] for r in rows], [r["tpr"] for r in rows], color="#4c72b0")
-    ax.plot([0, 1], [0, 1], color="#888888", linewidth=0.6, linestyle="--")
-    ax.set_title(title, fontsize=9)
-    ax.set_xlabel("false positive rate")
-    ax.set_ylabel("true positive rate")
-    return fig
-
-
-def _declared(result: BenchmarkResult, plot: PlotSpec, label: str) -> tuple[str, Figure | None]:
-    parent = f"{result.unit}/{plot.metric}"
-    if plot.kind == "roc":
-        return f"{result.unit.replace('/', '__')}__roc", roc_figure(
-            f"{plot.title or 'ROC'}: {result.unit}{label}", result
+    names = sorted({n for rows in per_run for n in rows})
+    if not names:
+        return False
+    width = 0.8 / len(runs)
+    for i, ((label, _), rows) in enumerate(zip(runs, per_run, strict=True)):
+        xs = [j + (i - (len(runs) - 1) / 2) * width for j, n in enumerate(names) if n in rows]
+        est, lo, hi = _ci([rows[n] for n in names if n in rows])
+        err = [[e - lo_ for e, lo_ in zip(est, lo, strict=True)], [h - e for e, h in zip(est, hi, strict=True)]]
+        ax.bar(
+            xs, est, width=width * 0.95, yerr=err, capsize=2, color=VERSION_COLOURS[i], ecolor="#222222", label=label
         )
-    values = breakdowns(result).get((parent, plot.dimension))
-    name = f"{parent.replace('/', '__')}__by_{plot.dimension}"
-    if not values:
-        return name, None
-    title = f"{plot.title or parent + ' by ' + plot.dimension}{label}"
-    draw = line_figure if plot.kind == "line" else bar_figure
-    return name, draw(title, plot.dimension, values)
+    if len(runs) == 1:
+        result = runs[0][1]
+        n_valid = {n: result.aggregates[f"{head[0]}/by_{plot.dimension}/{n}"].n_valid for n in names}
+        ticks = [f"{n}\n(n={n_valid[n]})" for n in names]
+    else:
+        ticks = names
+    _ticks(ax, ticks)
+    ax.axhline(0.0, color="#888888", linewidth=0.6)
+    ax.set_xlabel(dimension_label(plot.dimension))
+    ax.set_ylabel(f"{metric_label(plot.metric)}, 95% CI")
+    _legend(ax)
+    return True
 
 
-def save_figures(result: BenchmarkResult, out_dir: Path) -> list[Path]:
-    """Write the declared plots, then one PNG per other breakdown (:func:`breakdowns`), into ``out_dir``;
-    returns the paths in that order."""
+def _draw_line(ax: Axes, plot: PlotSpec, runs: Runs) -> bool:
+    if plot.series:
+        return _draw_series(ax, plot, runs)
+    drawn = False
+    for i, (label, result) in enumerate(runs):
+        rows = rows_of.line_rows(result, plot)
+        if not rows:
+            continue
+        x = [r[plot.dimension] for r in rows]
+        est, lo, hi = _ci(rows)
+        ax.plot(x, est, marker="o", color=VERSION_COLOURS[i], label=label)
+        ax.fill_between(x, lo, hi, color=VERSION_COLOURS[i], alpha=0.2, linewidth=0)  # type: ignore[arg-type]
+        drawn = True
+    if drawn:
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_xlabel(dimension_label(plot.dimension))
+        ax.set_ylabel(f"{metric_label(plot.metric)}, mean and 95% CI")
+        _legend(ax)
+    return drawn
+
+
+def _draw_series(ax: Axes, plot: PlotSpec, runs: Runs) -> bool:
+    per_run = [rows_of.series_rows(result, plot) for _, result in runs]
+    series = sorted({str(r[plot.series]) for rows in per_run for r in rows})
+    if not series:
+        return False
+    colour = dict(zip(series, _colours(len(series)), strict=True))
+    for i, ((label, _), rows) in enumerate(zip(runs, per_run, strict=True)):
+        for s in series:
+            sub = [r for r in rows if str(r[plot.series]) == s]
+            if not sub:
+                continue
+            x = [r[plot.dimension] for r in sub]
+            est, lo, hi = _ci(sub)
+            name = s if len(runs) == 1 else f"{s} · {label}"
+            ax.plot(x, est, marker="o", markersize=3, color=colour[s], linestyle=VERSION_STYLES[i], label=name)
+            ax.fill_between(x, lo, hi, color=colour[s], alpha=0.15, linewidth=0)  # type: ignore[arg-type]
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel(dimension_label(plot.dimension))
+    ax.set_ylabel(f"{metric_label(plot.metric)}, mean and 95% CI")
+    _legend(ax, title=dimension_label(plot.series) + (f" ({runs[0][0]})" if len(runs) == 1 else ""))
+    return True
+
+
+def _auc(x: list[float], y: list[float]) -> float:
+    from sklearn.metrics import auc
+
+    return float(auc(x, y))
+
+
+def _ap(recall: list[float], precision: list[float]) -> float:
+    """Average precision of a ``precision_recall_curve`` (sklearn's step sum, recall decreasing)."""
+    return float(-np.sum(np.diff(recall) * np.array(precision)[:-1]))
+
+
+def _ece(rows: list[dict[str, object]]) -> float:
+    """ECE from reliability rows: ``sum n_b / N * |observed - predicted|``."""
+    n = np.array([_num(r["n"]) for r in rows])
+    gap = np.array([abs(_num(r["observed_frequency"]) - _num(r["mean_predicted"])) for r in rows])
+    return float((n * gap).sum() / n.sum())
+
+
+_CURVES: dict[str, tuple[str, str, str, str, str]] = {
+    # kind: (x column, y column, x label, y label, summary name)
+    "roc": ("fpr", "tpr", "false positive rate (1 − specificity)", "true positive rate (sensitivity)", "AUROC"),
+    "pr": ("recall", "precision", "recall (sensitivity)", "precision (PPV)", "AP"),
+    "reliability": (
+        "mean_predicted",
+        "observed_frequency",
+        "mean predicted probability",
+        "observed frequency of positives",
+        "ECE",
+    ),
+}
+
+
+def _curve_rows(result: BenchmarkResult, plot: PlotSpec) -> list[dict[str, object]]:
+    if plot.kind == "roc":
+        return rows_of.roc_curve_rows(result, plot.dimension)
+    if plot.kind == "pr":
+        return rows_of.pr_rows(result, plot.dimension)
+    return rows_of.reliability_rows(result, plot.dimension)
+
+
+def _draw_curves(ax: Axes, plot: PlotSpec, runs: Runs) -> bool:
+    """ROC, precision-recall or reliability curves: one per item (thin) and pooled (bold), per version."""
+    xcol, ycol, xlabel, ylabel, stat = _CURVES[plot.kind]
+    dim = plot.dimension
+    per_run = [_curve_rows(result, plot) for _, result in runs]
+    items = sorted({str(r[dim]) for rows in per_run for r in rows} - {rows_of.POOLED})
+    if not any(per_run):
+        return False
+    colour = dict(zip(items, _colours(len(items)), strict=True))
+    single = len(runs) == 1
+    handles: list = []
+    marked = False
+    for i, ((label, result), rows) in enumerate(zip(runs, per_run, strict=True)):
+        for item in [*items, rows_of.POOLED]:
+            sub = [r for r in rows if r[dim] == item]
+            if not sub:
+                continue
+            x = [float(r[xcol]) for r in sub]  # type: ignore[arg-type]
+            y = [float(r[ycol]) for r in sub]  # type: ignore[arg-type]
+            value = _auc(x, y) if plot.kind == "roc" else _ap(x, y) if plot.kind == "pr" else _ece(sub)
+            pooled = item == rows_of.POOLED
+            marker = "o" if plot.kind == "reliability" else None
+            style = {"drawstyle": "steps-post"} if plot.kind == "pr" else {}  # sklearn's PR display
+            if single:
+                c, lw, name = ("#000000", 2.0, "pooled") if pooled else (colour[item], 1.0, item)
+                line = ax.plot(
+                    x, y, color=c, linewidth=lw, marker=marker, markersize=3, label=f"{name} ({stat} {value:.3f})",
+                    **style,
+                )  # fmt: skip
+            else:
+                lw, alpha = (2.0, 1.0) if pooled else (0.8, 0.4)
+                name = f"{label}: pooled ({stat} {value:.3f})" if pooled else f"_{label}: {item} ({stat} {value:.3f})"
+                line = ax.plot(
+                    x, y, color=VERSION_COLOURS[i], linewidth=lw, alpha=alpha, marker=marker, markersize=2,
+                    label=name, **style,
+                )  # fmt: skip
+            if pooled or single:
+                handles.append(line[0])
+        if plot.kind in ("roc", "pr"):
+            points = rows_of.operating_point_rows(result, dim)
+            px = [p["fpr"] if plot.kind == "roc" else p["tpr"] for p in points]
+            py = [p["tpr"] if plot.kind == "roc" else p["precision"] for p in points]
+            ok = [(a, b, p) for a, b, p in zip(px, py, points, strict=True) if a is not None and b is not None]
+            if ok:
+                face = [colour[str(p[dim])] for _, _, p in ok] if single else VERSION_COLOURS[i]
+                ax.scatter(
+                    [a for a, _, _ in ok], [b for _, b, _ in ok], s=22, c=face, edgecolors="#000000", linewidths=0.6,
+                    zorder=3, label=f"_{label}: operating points",
+                )  # fmt: skip
+                marked = True
+    if marked:
+        handles.append(
+            Line2D([], [], linestyle="", marker="o", markerfacecolor="#ffffff", markeredgecolor="#000000",
+                   label="operating point (95% sensitivity threshold)")
+        )  # fmt: skip
+    if plot.kind in ("roc", "reliability"):
+        name = "chance" if plot.kind == "roc" else "perfect calibration"
+        handles += ax.plot([0, 1], [0, 1], color="#888888", linewidth=0.7, linestyle="--", label=name)
+    ax.set_xlim(-0.01, 1.01)
+    ax.set_ylim(-0.01, 1.01)
+    ax.set_aspect("equal")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    _legend(ax, title=runs[0][0] if single else "version", outside=True, handles=handles)
+    return True
+
+
+def _draw_box(ax: Axes, plot: PlotSpec, runs: Runs) -> bool:
+    dim = plot.dimension
+    per_run = [rows_of.box_rows(result, plot) for _, result in runs]
+    groups = sorted({str(r[dim]) for rows in per_run for r in rows})
+    if not groups:
+        return False
+    rng = np.random.default_rng(0)  # jitter of the points: fixed, so a figure is reproducible
+    width = 0.7 / len(runs)
+    handles = []
+    for i, ((label, _), rows) in enumerate(zip(runs, per_run, strict=True)):
+        data = {g: [float(r["value"]) for r in rows if r[dim] == g] for g in groups}  # type: ignore[arg-type]
+        present = [g for g in groups if data[g]]
+        pos = [groups.index(g) + (i - (len(runs) - 1) / 2) * width for g in present]
+        ax.boxplot(
+            [data[g] for g in present], positions=pos, widths=width * 0.85, showfliers=False, patch_artist=True,
+            boxprops={"facecolor": VERSION_COLOURS[i], "alpha": 0.35}, medianprops={"color": VERSION_COLOURS[i]},
+            manage_ticks=False,
+        )  # fmt: skip
+        for p, g in zip(pos, present, strict=True):
+            jitter = rng.uniform(-width * 0.3, width * 0.3, len(data[g]))
+            ax.scatter(p + jitter, data[g], s=7, color=VERSION_COLOURS[i], alpha=0.8, zorder=3, label=f"_{label}")
+        handles.append(Patch(facecolor=VERSION_COLOURS[i], alpha=0.6, label=label))
+    if len(runs) == 1:
+        counts = {g: sum(r[dim] == g for r in per_run[0]) for g in groups}
+        ticks = [f"{g}\n(n={counts[g]})" for g in groups]
+    else:
+        ticks = groups
+    _ticks(ax, ticks)
+    ax.set_xlabel(dimension_label(dim))
+    ax.set_ylabel(f"{metric_label(plot.case_metric or plot.metric)} per case")
+    _legend(ax, handles=handles)
+    return True
+
+
+def _draw_curve_k(ax: Axes, plot: PlotSpec, runs: Runs) -> bool:
+    dim = plot.dimension
+    per_run = [rows_of.curve_k_rows(result, plot) for _, result in runs]
+    groups = sorted({str(r[dim]) for rows in per_run for r in rows})
+    if not groups:
+        return False
+    colour = dict(zip(groups, _colours(len(groups)), strict=True))
+    ks: set[int] = set()
+    for i, ((label, result), rows) in enumerate(zip(runs, per_run, strict=True)):
+        suffix = "" if len(runs) == 1 else f" · {label}"
+        for g in groups:
+            sub = [r for r in rows if r[dim] == g]
+            if not sub:
+                continue
+            x = [int(r["k"]) for r in sub]  # type: ignore[call-overload]
+            ks |= set(x)
+            est, lo, hi = _ci(sub)
+            ax.plot(x, est, marker="o", markersize=3, color=colour[g], linestyle=VERSION_STYLES[i], label=g + suffix)
+            ax.fill_between(x, lo, hi, color=colour[g], alpha=0.12, linewidth=0)
+        head = rows_of.curve_k_headline(result, plot)
+        if head:
+            ax.plot(
+                [r["k"] for r in head], [r["value"] for r in head], color="#000000", linewidth=1.8,
+                linestyle=VERSION_STYLES[i], label=f"macro mean{suffix}",
+            )  # fmt: skip
+    ax.set_xticks(sorted(ks))
+    ax.set_xlabel(dimension_label("k"))
+    ax.set_ylabel(f"{metric_label(plot.metric)}, mean and 95% CI")
+    _legend(ax, title=dimension_label(dim) + (f" ({runs[0][0]})" if len(runs) == 1 else ""), outside=True)
+    return True
+
+
+_DRAW: dict[str, Callable[[Axes, PlotSpec, Runs], bool]] = {
+    "bar": _draw_bar,
+    "line": _draw_line,
+    "roc": _draw_curves,
+    "pr": _draw_curves,
+    "reliability": _draw_curves,
+    "box": _draw_box,
+    "curve_k": _draw_curve_k,
+}
+
+
+def _n_groups(plot: PlotSpec, runs: Runs) -> int:
+    if plot.kind == "box":
+        return len({str(r[plot.dimension]) for _, res in runs for r in rows_of.box_rows(res, plot)})
+    return len(
+        {
+            str(r[plot.dimension])
+            for _, res in runs
+            for r in rows_of.breakdown_rows(res, f"{res.unit}/{plot.metric}", plot.dimension)
+        }
+    )
+
+
+def _size(plot: PlotSpec, runs: Runs) -> tuple[float, float]:
+    if plot.kind in ("roc", "pr", "reliability"):
+        return (7.2, 4.4)
+    if plot.kind == "curve_k" or plot.series:
+        return (6.6, 4.0)
+    if plot.kind in ("bar", "box"):
+        return (min(12.0, max(4.5, (0.35 + 0.25 * len(runs)) * _n_groups(plot, runs) + 1.8)), 4.2)
+    return (5.6, 4.0)
+
+
+def plot_figure(plot: PlotSpec, runs: Runs, unit: str) -> Figure | None:
+    """One declared plot of one version (``runs`` of one) or two versions on the same axes; None when there
+    is nothing to draw. The title names the unit, the plot and the version(s)."""
+    fig, ax = plt.subplots(figsize=_size(plot, runs), layout="constrained")
+    if not _DRAW[plot.kind](ax, plot, runs):
+        plt.close(fig)
+        return None
+    versions = " vs ".join(label for label, _ in runs)
+    ax.set_title(f"{unit}: {plot.title or default_title(plot)}\n{versions}", fontsize=10)
+    ax.grid(alpha=0.25, linewidth=0.5)
+    return fig
+
+
+def result_figures(result: BenchmarkResult) -> list[tuple[str, Figure]]:
+    """``(name, figure)`` of the declared plots, then one bar chart per other breakdown (:func:`breakdowns`);
+    plots with nothing to draw are left out. The caller closes the figures."""
+    runs = [(version_label(result), result)]
+    out: list[tuple[str, Figure]] = []
+    done: set[str] = set()
+    for plot in result.plots:
+        name = _unique(figure_name(result.unit, plot), done)
+        fig = plot_figure(plot, runs, result.unit)
+        if fig is not None:
+            out.append((name, fig))
+    prefix = result.unit + "/"
+    for parent, dim in breakdowns(result):
+        metric = parent[len(prefix) :] if parent.startswith(prefix) else ""
+        plot = PlotSpec(metric=metric, dimension=dim)
+        name = figure_name(result.unit, plot)
+        if not metric or name in done:
+            continue
+        done.add(name)
+        fig = plot_figure(plot, runs, result.unit)
+        if fig is not None:
+            out.append((name, fig))
+    return out
+
+
+def _unique(name: str, done: set[str]) -> str:
+    n, candidate = 2, name
+    while candidate in done:
+        candidate, n = f"{name}_{n}", n + 1
+    done.add(candidate)
+    return candidate
+
+
+def _save(figures: list[tuple[str, Figure]], out_dir: Path) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
-    version = "/".join(v for v in (result.model.get("name"), result.model.get("version")) if v)
-    label = f" ({version})" if version else ""
-    figures: list[tuple[str, Figure | None]] = [_declared(result, p, label) for p in result.plots]
-    done = {name for name, _ in figures}
-    for (parent, dim), values in breakdowns(result).items():
-        name = f"{parent.replace('/', '__')}__by_{dim}"
-        if name not in done:
-            figures.append((name, bar_figure(f"{parent} by {dim}{label}", dim, values)))
     paths = []
     for name, fig in figures:
-        if fig is None:
-            continue
         path = out_dir / f"{name}.png"
-        fig.savefig(path, dpi=90)
+        fig.savefig(path, dpi=DPI)
         plt.close(fig)
         paths.append(path)
     return paths
+
+
+def save_figures(result: BenchmarkResult, out_dir: Path) -> list[Path]:
+    """Write :func:`result_figures` as PNGs into ``out_dir``; returns the paths in that order."""
+    return _save(result_figures(result), out_dir)
+
+
+def overlay_labels(a: BenchmarkResult, b: BenchmarkResult) -> tuple[str, str]:
+    """The legend labels of two versions: their :func:`version_label`, suffixed `` (A)``/`` (B)`` when equal."""
+    la, lb = version_label(a), version_label(b)
+    return (f"{la} (A)", f"{lb} (B)") if la == lb else (la, lb)
+
+
+def overlay_figure_objects(a: BenchmarkResult, b: BenchmarkResult) -> list[tuple[str, Figure]]:
+    """``(name, figure)`` of each declared plot of the unit (``a``'s, else ``b``'s) with both versions on the
+    same axes. The caller closes the figures.
+
+    Raises:
+        ValueError: ``a`` and ``b`` are results of different units.
+    """
+    if a.unit != b.unit:
+        raise ValueError(f"cannot overlay results of different units: {a.unit} and {b.unit}")
+    la, lb = overlay_labels(a, b)
+    runs = [(la, a), (lb, b)]
+    out: list[tuple[str, Figure]] = []
+    done: set[str] = set()
+    for plot in a.plots or b.plots:
+        name = _unique(figure_name(a.unit, plot) + "__overlay", done)
+        fig = plot_figure(plot, runs, a.unit)
+        if fig is not None:
+            out.append((name, fig))
+    return out
+
+
+def overlay_figures(a: BenchmarkResult, b: BenchmarkResult, out_dir: Path) -> list[Path]:
+    """Write :func:`overlay_figure_objects` as PNGs (``<name>__overlay.png``) into ``out_dir``; returns the
+    paths in the order of the declared plots."""
+    return _save(overlay_figure_objects(a, b), out_dir)

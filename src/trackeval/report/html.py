@@ -1,12 +1,15 @@
 """Self-contained HTML reports (inline CSS, figures embedded as base64 PNG, no external requests).
 
 ``result_report``: one evaluation (lineage, summary, headline and breakdown tables with CIs, figures).
-``comparison_report``: paired deltas of two versions. ``decision_report``: a gate decision.
+``comparison_report``: paired deltas of two versions, optionally with the unit's declared figures of both
+versions overlaid on the same axes. ``decision_report``: a gate decision.
 """
 
 from __future__ import annotations
 
 import base64
+import tempfile
+from collections.abc import Sequence
 from html import escape
 from pathlib import Path
 
@@ -76,13 +79,30 @@ def result_report(result: BenchmarkResult, figures: list[Path]) -> str:
     ]
     if figures:
         body.append("<h2>Figures</h2>")
-        for path in figures:
-            data = base64.b64encode(path.read_bytes()).decode("ascii")
-            body.append(
-                f'<figure><img alt="{escape(path.stem)}" src="data:image/png;base64,{data}">'
-                f"<figcaption>{escape(path.stem)}</figcaption></figure>"
-            )
+        body += [_figure(path) for path in figures]
     return _page(f"trackeval report: {result.benchmark}, {model}", body)
+
+
+def _figure(path: Path) -> str:
+    """A PNG embedded as base64 with its file stem as caption."""
+    data = base64.b64encode(path.read_bytes()).decode("ascii")
+    return (
+        f'<figure><img alt="{escape(path.stem)}" src="data:image/png;base64,{data}">'
+        f"<figcaption>{escape(path.stem)}</figcaption></figure>"
+    )
+
+
+def _overlay_sections(overlays: Sequence[tuple[BenchmarkResult, BenchmarkResult]]) -> list[str]:
+    from trackeval.report.figures import overlay_figures, overlay_labels
+
+    body = []
+    for a, b in overlays:
+        la, lb = overlay_labels(a, b)
+        body.append(f"<h2>Overlays: {escape(a.unit)}, A = {escape(la)}, B = {escape(lb)}</h2>")
+        with tempfile.TemporaryDirectory(prefix="trackeval-overlay-") as tmp:
+            paths = overlay_figures(a, b, Path(tmp))
+            body += [_figure(p) for p in paths] or ["<p>no declared figure to overlay</p>"]
+    return body
 
 
 def _comparison_sections(comparisons: list[BenchmarkComparison]) -> list[str]:
@@ -99,9 +119,17 @@ def _comparison_sections(comparisons: list[BenchmarkComparison]) -> list[str]:
     return body
 
 
-def comparison_report(comparisons: list[BenchmarkComparison]) -> str:
-    """HTML of paired deltas (A - B) with 95% CIs per benchmark and breakdown group."""
-    return _page("trackeval comparison", _comparison_sections(comparisons))
+def comparison_report(
+    comparisons: list[BenchmarkComparison],
+    overlays: Sequence[tuple[BenchmarkResult, BenchmarkResult]] | None = None,
+) -> str:
+    """HTML of paired deltas (A - B) with 95% CIs per benchmark and breakdown group.
+
+    ``overlays``: ``(A, B)`` results of one unit each (A = the candidate, as in ``comparisons``); their declared
+    figures are drawn with both versions on the same axes (:func:`trackeval.report.figures.overlay_figures`)
+    in a section per pair after the tables.
+    """
+    return _page("trackeval comparison", _comparison_sections(comparisons) + _overlay_sections(overlays or ()))
 
 
 def decision_report(decision: Decision) -> str:

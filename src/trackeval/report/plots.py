@@ -1,11 +1,39 @@
-"""The data behind a unit's declared figures (:class:`trackeval.results.PlotSpec`): rows for DVC plots and
-the report. ``bar``/``line``: one row per breakdown group with its CI; ``roc``: the pooled ROC curve."""
+"""The data behind a unit's declared figures (:class:`trackeval.results.PlotSpec`): tidy rows for DVC plots and
+the report, one rows function per kind; :func:`plot_rows` dispatches on the kind.
+
+=============  ==============================================================  =====================================
+kind           rows                                                            source
+=============  ==============================================================  =====================================
+bar            ``{dim, value, ci95_low, ci95_high}``                           ``<metric>/by_<dim>/<group>``
+line           the same, sorted by the (numeric) group; with ``series``:       aggregates, or the case records
+               ``{series, dim, value, ci95_low, ci95_high, n_valid}``          (``case_metric`` template)
+roc            ``{fpr, tpr, threshold}`` pooled (:func:`roc_rows`, the DVC      ``label``/``score`` of the records
+               ``plot.csv``); per item: :func:`roc_curve_rows`
+pr             ``{dim, recall, precision, threshold}`` per item + pooled        ``label``/``score`` of the records
+reliability    ``{dim, bin, bin_low, bin_high, n, mean_predicted,               ``label``/``score`` of the records
+               observed_frequency}`` per item + pooled (non-empty bins)
+box            ``{dim, case_id, subject_id, value}``                           a per-case metric of the records
+curve_k        ``{dim, k, value, ci95_low, ci95_high}``                        ``<metric at k>/by_<dim>/<group>``
+=============  ==============================================================  =====================================
+
+The pooled rows of ``roc``/``pr``/``reliability`` carry the group :data:`POOLED` (not a metric-key token, so it
+never collides with an item).
+"""
 
 from __future__ import annotations
+
+import math
+import re
+import warnings
 
 import numpy as np
 
 from trackeval.results import BenchmarkResult, PlotSpec
+
+#: the group of the pooled (micro-averaged) rows of the label/score kinds
+POOLED = "(pooled)"
+#: reliability bins when the result's config has no ``ece_bins``
+DEFAULT_BINS = 10
 
 
 def breakdown_rows(result: BenchmarkResult, head: str, dim: str) -> list[dict[str, object]]:
@@ -17,6 +45,22 @@ def breakdown_rows(result: BenchmarkResult, head: str, dim: str) -> list[dict[st
         if key.startswith(prefix) and "/" not in group and s.value is not None:
             rows.append({dim: group, "value": s.value, "ci95_low": s.ci95_low, "ci95_high": s.ci95_high})
     return rows
+
+
+def label_score_pairs(result: BenchmarkResult) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """``{item: (labels, scores)}`` over the cases whose record of the item has a 0/1 ``label`` and a ``score``
+    (uncertain labels, ``null``, are left out); items sorted by name, cases in record order."""
+    pairs: dict[str, list[tuple[float, float]]] = {}
+    for case in result.cases:
+        for item, m in case.metrics.items():
+            if m.get("label") in (0.0, 1.0) and m.get("score") is not None:
+                pairs.setdefault(item, []).append((float(m["label"]), float(m["score"])))  # type: ignore[arg-type]
+    return {item: tuple(np.array(v).T) for item, v in sorted(pairs.items())}  # type: ignore[misc]
+
+
+def _pooled(pairs: dict[str, tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """Labels and scores of every item, item after item (the curves do not depend on the order)."""
+    return np.concatenate([y for y, _ in pairs.values()]), np.concatenate([s for _, s in pairs.values()])
 
 
 def roc_rows(result: BenchmarkResult) -> list[dict[str, object]]:
@@ -37,13 +81,307 @@ def roc_rows(result: BenchmarkResult) -> list[dict[str, object]]:
     return [{"fpr": f, "tpr": t, "threshold": min(float(h), 1.0)} for f, t, h in zip(fpr, tpr, thr, strict=True)]
 
 
+def _both_classes(y: np.ndarray) -> bool:
+    return bool(y.size) and 0 < y.sum() < y.size
+
+
+def roc_curve_rows(result: BenchmarkResult, dim: str = "finding") -> list[dict[str, object]]:
+    """ROC per item, then pooled (group :data:`POOLED`): rows ``{dim, fpr, tpr, threshold}`` of
+    ``sklearn.metrics.roc_curve`` (thresholds capped at 1 as in :func:`roc_rows`); an item without both
+    classes has no curve."""
+    from sklearn.metrics import roc_curve
+
+    pairs = label_score_pairs(result)
+    if not pairs:
+        return []
+    rows: list[dict[str, object]] = []
+    for item, (y, s) in [*pairs.items(), (POOLED, _pooled(pairs))]:
+        if not _both_classes(y):
+            continue
+        fpr, tpr, thr = roc_curve(y, s)
+        rows += [
+            {dim: item, "fpr": float(f), "tpr": float(t), "threshold": min(float(h), 1.0)}
+            for f, t, h in zip(fpr, tpr, thr, strict=True)
+        ]
+    return rows
+
+
+def pr_rows(result: BenchmarkResult, dim: str = "finding") -> list[dict[str, object]]:
+    """Precision-recall per item, then pooled: rows ``{dim, recall, precision, threshold}`` in the order of
+    ``sklearn.metrics.precision_recall_curve`` (the last point, recall 0 and precision 1, has no threshold:
+    ``None``); an item without a positive has no curve."""
+    from sklearn.metrics import precision_recall_curve
+
+    pairs = label_score_pairs(result)
+    if not pairs:
+        return []
+    rows: list[dict[str, object]] = []
+    for item, (y, s) in [*pairs.items(), (POOLED, _pooled(pairs))]:
+        if not y.sum():
+            continue
+        precision, recall, thr = precision_recall_curve(y, s)
+        for i, (p, r) in enumerate(zip(precision, recall, strict=True)):
+            rows.append(
+                {
+                    dim: item,
+                    "recall": float(r),
+                    "precision": float(p),
+                    "threshold": float(thr[i]) if i < len(thr) else None,
+                }
+            )
+    return rows
+
+
+def operating_point_rows(result: BenchmarkResult, dim: str = "finding") -> list[dict[str, object]]:
+    """The operating point of each item whose ``<unit>/threshold_at_sens95/by_<dim>/<item>`` aggregate holds a
+    threshold: rows ``{dim, threshold, fpr, tpr, precision}`` of the rule ``score >= threshold`` on the
+    records (precision None when nothing is called)."""
+    pairs = label_score_pairs(result)
+    rows: list[dict[str, object]] = []
+    for item, (y, s) in pairs.items():
+        agg = result.aggregates.get(f"{result.unit}/threshold_at_sens95/by_{dim}/{item}")
+        if agg is None or agg.value is None or not _both_classes(y):
+            continue
+        called = s >= agg.value
+        pos = y == 1
+        rows.append(
+            {
+                dim: item,
+                "threshold": agg.value,
+                "fpr": float(called[~pos].mean()),
+                "tpr": float(called[pos].mean()),
+                "precision": float(y[called].mean()) if called.any() else None,
+            }
+        )
+    return rows
+
+
+def reliability_bins(result: BenchmarkResult) -> int:
+    """The number of equal-width bins: the result's ``<benchmark>.<task>.ece_bins`` (or ``<benchmark>.ece_bins``)
+    config, else :data:`DEFAULT_BINS`."""
+    section = result.config.get(result.benchmark, {})
+    if isinstance(section, dict):
+        for where in (section.get(result.task, {}), section):
+            if isinstance(where, dict) and isinstance(where.get("ece_bins"), int):
+                return int(where["ece_bins"])
+    return DEFAULT_BINS
+
+
+def reliability_rows(
+    result: BenchmarkResult, dim: str = "finding", n_bins: int | None = None
+) -> list[dict[str, object]]:
+    """Calibration per item, then pooled: one row per non-empty bin ``{dim, bin, bin_low, bin_high, n,
+    mean_predicted, observed_frequency}``. Bins are ``n_bins`` (default :func:`reliability_bins`) equal-width
+    intervals ``(lo, hi]`` of the score, the first closed, exactly as
+    :func:`trackeval.metrics.classification.expected_calibration_error` bins them (so
+    ``sum n/N * |observed - predicted|`` over an item's rows is its ECE)."""
+    n_bins = n_bins or reliability_bins(result)
+    pairs = label_score_pairs(result)
+    if not pairs:
+        return []
+    rows: list[dict[str, object]] = []
+    for item, (y, s) in [*pairs.items(), (POOLED, _pooled(pairs))]:
+        idx = np.clip(np.ceil(s * n_bins).astype(np.int64) - 1, 0, n_bins - 1)
+        count = np.bincount(idx, minlength=n_bins)
+        pred = np.bincount(idx, weights=s, minlength=n_bins)
+        obs = np.bincount(idx, weights=y, minlength=n_bins)
+        for b in np.flatnonzero(count):
+            rows.append(
+                {
+                    dim: item,
+                    "bin": int(b),
+                    "bin_low": b / n_bins,
+                    "bin_high": (b + 1) / n_bins,
+                    "n": int(count[b]),
+                    "mean_predicted": float(pred[b] / count[b]),
+                    "observed_frequency": float(obs[b] / count[b]),
+                }
+            )
+    return rows
+
+
+def box_rows(result: BenchmarkResult, plot: PlotSpec) -> list[dict[str, object]]:
+    """Per-case values of ``plot.case_metric`` (default ``plot.metric``): rows ``{dim, case_id, subject_id,
+    value}``. Per item (sorted) when ``plot.dimension`` is the result's ``item_kind``; otherwise per value of the
+    case group ``plot.dimension``, a case's value being its mean over items. Null values are left out."""
+    dim, name = plot.dimension, plot.case_metric or plot.metric
+    rows: list[dict[str, object]] = []
+    if dim == result.item_kind:
+        items = sorted({item for case in result.cases for item in case.metrics})
+        for item in items:
+            for case in result.cases:
+                v = case.metrics.get(item, {}).get(name)
+                if v is not None:
+                    rows.append({dim: item, "case_id": case.case_id, "subject_id": case.subject_id, "value": v})
+        return rows
+    for case in sorted(result.cases, key=lambda c: c.groups.get(dim, "")):
+        values = [m[name] for m in case.metrics.values() if m.get(name) is not None]
+        if dim in case.groups and values:
+            rows.append(
+                {
+                    dim: case.groups[dim],
+                    "case_id": case.case_id,
+                    "subject_id": case.subject_id,
+                    "value": float(np.mean(values)),  # type: ignore[arg-type]
+                }
+            )
+    return rows
+
+
+def _k_pattern(metric: str) -> str:
+    if not metric.endswith("_k"):
+        raise ValueError(f"a curve_k plot's metric must end in '_k' (e.g. 'p_at_k'), got {metric!r}")
+    return re.escape(metric[:-1]) + r"(?P<k>\d+)"
+
+
+def curve_k_rows(result: BenchmarkResult, plot: PlotSpec) -> list[dict[str, object]]:
+    """``<unit>/<metric with k>/by_<dim>/<group>`` for every k found: rows ``{dim, k, value, ci95_low,
+    ci95_high}`` sorted by group, then k."""
+    pattern = re.compile(
+        rf"^{re.escape(result.unit)}/{_k_pattern(plot.metric)}/by_{re.escape(plot.dimension)}/(?P<g>[a-z0-9_]+)$"
+    )
+    rows: list[dict[str, object]] = []
+    for key, s in result.aggregates.items():
+        m = pattern.match(key)
+        if m and s.value is not None:
+            rows.append(
+                {
+                    plot.dimension: m["g"],
+                    "k": int(m["k"]),
+                    "value": s.value,
+                    "ci95_low": s.ci95_low,
+                    "ci95_high": s.ci95_high,
+                }
+            )
+    rows.sort(key=lambda r: (r[plot.dimension], r["k"]))  # type: ignore[arg-type, return-value]
+    return rows
+
+
+def curve_k_headline(result: BenchmarkResult, plot: PlotSpec) -> list[dict[str, object]]:
+    """The headline ``<unit>/<metric with k>`` for every k: rows ``{k, value, ci95_low, ci95_high}`` by k."""
+    pattern = re.compile(rf"^{re.escape(result.unit)}/{_k_pattern(plot.metric)}$")
+    rows = [
+        {"k": int(m["k"]), "value": s.value, "ci95_low": s.ci95_low, "ci95_high": s.ci95_high}
+        for key, s in result.aggregates.items()
+        if (m := pattern.match(key)) and s.value is not None
+    ]
+    return sorted(rows, key=lambda r: r["k"])  # type: ignore[arg-type, return-value]
+
+
+def _as_number(group: str) -> int | str:
+    return int(group) if group.isdigit() else group
+
+
+def _sorted_line(rows: list[dict[str, object]], dim: str) -> list[dict[str, object]]:
+    numeric = all(str(r[dim]).isdigit() for r in rows)
+    rows = [{**r, dim: int(str(r[dim]))} for r in rows] if numeric else rows
+    rows.sort(key=lambda r: r[dim])  # type: ignore[arg-type, return-value]
+    return rows
+
+
+def _series_from_aggregates(result: BenchmarkResult, plot: PlotSpec) -> list[dict[str, object]]:
+    pattern = re.compile(
+        rf"^{re.escape(result.unit)}/{re.escape(plot.metric)}/by_{re.escape(plot.series)}/(?P<s>[a-z0-9_]+)"
+        rf"/by_{re.escape(plot.dimension)}/(?P<x>[a-z0-9_]+)$"
+    )
+    return [
+        {
+            plot.series: m["s"],
+            plot.dimension: _as_number(m["x"]),
+            "value": s.value,
+            "ci95_low": s.ci95_low,
+            "ci95_high": s.ci95_high,
+            "n_valid": s.n_valid,
+        }
+        for key, s in result.aggregates.items()
+        if (m := pattern.match(key)) and s.value is not None
+    ]
+
+
+def _series_from_records(result: BenchmarkResult, plot: PlotSpec) -> list[dict[str, object]]:
+    from trackeval.stats.bootstrap import bootstrap_means, group_seed
+
+    series, dim = plot.series, plot.dimension
+    if f"{{{series}}}" not in plot.case_metric or f"{{{dim}}}" not in plot.case_metric:
+        raise ValueError(f"case_metric {plot.case_metric!r} must hold the placeholders {{{series}}} and {{{dim}}}")
+    parts = re.split(r"(\{[a-z0-9_]+\})", plot.case_metric)
+    regex = "".join(
+        f"(?P<{p[1:-1]}>[a-z0-9]+)" if p in (f"{{{series}}}", f"{{{dim}}}") else re.escape(p) for p in parts
+    )
+    pattern = re.compile(f"^{regex}$")
+    cases = [c for c in result.cases if c.metrics]
+    columns: dict[tuple[str, str], str] = {}
+    for case in cases:
+        for m in case.metrics.values():
+            for name in m:
+                if (hit := pattern.match(name)) is not None:
+                    columns[(hit[series], hit[dim])] = name
+    if not cases or not columns:
+        return []
+    keys = sorted(columns, key=lambda sx: (sx[0], _as_number(sx[1]) if sx[1].isdigit() else 0, sx[1]))
+    values = np.full((len(cases), len(keys)), np.nan)
+    for i, case in enumerate(cases):
+        per_item = [
+            [math.nan if m.get(columns[k]) is None else m[columns[k]] for k in keys] for m in case.metrics.values()
+        ]
+        with warnings.catch_warnings():  # an all-NaN column of a case: NaN, excluded as in the aggregates
+            warnings.simplefilter("ignore", RuntimeWarning)
+            values[i] = np.nanmean(np.array(per_item, dtype=float).reshape(-1, len(keys)), axis=0)
+    boot = result.config.get("bootstrap", {})
+    ci = bootstrap_means(
+        values,
+        int(boot.get("n_resamples", 1000)),
+        group_seed(int(boot.get("seed", 0)), ""),
+        float(boot.get("confidence", 0.95)),
+    )
+    rows: list[dict[str, object]] = []
+    for j, (s, x) in enumerate(keys):
+        if math.isnan(ci.value[j]):
+            continue
+        rows.append(
+            {
+                series: s,
+                dim: _as_number(x),
+                "value": float(ci.value[j]),
+                "ci95_low": None if math.isnan(ci.low[j]) else float(ci.low[j]),
+                "ci95_high": None if math.isnan(ci.high[j]) else float(ci.high[j]),
+                "n_valid": int(ci.n_valid[j]),
+            }
+        )
+    return rows
+
+
+def series_rows(result: BenchmarkResult, plot: PlotSpec) -> list[dict[str, object]]:
+    """A ``line`` plot with ``series``: rows ``{series, dim, value, ci95_low, ci95_high, n_valid}`` sorted by
+    series, then dimension; from the nested aggregates when they exist, else from the records through
+    ``case_metric`` (see :class:`~trackeval.results.PlotSpec`)."""
+    rows = _series_from_aggregates(result, plot)
+    if not rows and plot.case_metric:
+        rows = _series_from_records(result, plot)
+    rows.sort(key=lambda r: (r[plot.series], r[plot.dimension]))  # type: ignore[arg-type, return-value]
+    return rows
+
+
+def line_rows(result: BenchmarkResult, plot: PlotSpec) -> list[dict[str, object]]:
+    """A ``line`` plot: :func:`breakdown_rows` sorted by the (numeric) group, or :func:`series_rows`."""
+    if plot.series:
+        return series_rows(result, plot)
+    return _sorted_line(breakdown_rows(result, f"{result.unit}/{plot.metric}", plot.dimension), plot.dimension)
+
+
 def plot_rows(result: BenchmarkResult, plot: PlotSpec) -> list[dict[str, object]]:
-    """The rows of one declared plot; ``line`` plots are sorted by their (numeric) group."""
+    """The rows of one declared plot (what the DVC pipeline writes as ``plot.csv``), by kind: see the module
+    docstring. ``roc`` gives the pooled curve (:func:`roc_rows`); ``line`` plots are sorted by their group."""
     if plot.kind == "roc":
         return roc_rows(result)
-    rows = breakdown_rows(result, f"{result.unit}/{plot.metric}", plot.dimension)
+    if plot.kind == "pr":
+        return pr_rows(result, plot.dimension)
+    if plot.kind == "reliability":
+        return reliability_rows(result, plot.dimension)
+    if plot.kind == "box":
+        return box_rows(result, plot)
+    if plot.kind == "curve_k":
+        return curve_k_rows(result, plot)
     if plot.kind == "line":
-        numeric = all(str(r[plot.dimension]).isdigit() for r in rows)
-        rows = [{**r, plot.dimension: int(str(r[plot.dimension]))} for r in rows] if numeric else rows
-        rows.sort(key=lambda r: r[plot.dimension])  # type: ignore[arg-type, return-value]
-    return rows
+        return line_rows(result, plot)
+    return breakdown_rows(result, f"{result.unit}/{plot.metric}", plot.dimension)
