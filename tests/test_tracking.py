@@ -194,7 +194,9 @@ def test_promote_compare_and_evaluate_track_cli(store, evaluated, tmp_path, caps
     assert "umd/dsc" in out and "organ=kidney_left" in out
     text = md.read_text()
     assert "| (overall) | 1.0000 | 0.7534 | +0.2466 [" in text and "seg@previous" in text
-    assert "<table>" in html.read_text()
+    page = html.read_text()
+    assert "<table>" in page and "<h2>Overlays: umd, A = seg/v3, B = seg/champion</h2>" in page
+    assert page.count('src="data:image/png;base64,') >= 4  # both versions on the same axes, one per plot
     assert main(["compare", "seg@nope", "seg@champion", *sets]) == 2
     assert "has no alias 'nope'" in capsys.readouterr().err
 

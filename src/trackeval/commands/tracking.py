@@ -249,17 +249,21 @@ def run_compare(args: argparse.Namespace) -> int:
     from trackeval.tracking.model_registry import compare_refs
 
     cfg = _cfg(args)
-    comparisons = compare_refs(Mlflow(cfg.tracking), args.a, args.b, cfg.gate, gate_policies(cfg))
+    comparisons, pairs = compare_refs(Mlflow(cfg.tracking), args.a, args.b, cfg.gate, gate_policies(cfg))
     to_stdout = _is_stdout(args.markdown)
     print_comparisons(comparisons, Console(width=140, stderr=to_stdout))
     if to_stdout:
         sys.stdout.write(comparison_markdown(comparisons).rstrip("\n") + "\n")
         sys.stdout.flush()
-    for path, text in ((None if to_stdout else args.markdown, comparison_markdown), (args.html, comparison_report)):
+    texts = {
+        None if to_stdout else args.markdown: lambda: comparison_markdown(comparisons),
+        args.html: lambda: comparison_report(comparisons, overlays=pairs),  # both versions on the same axes
+    }
+    for path, text in texts.items():
         if path is not None:
             try:
                 with atomic_path(path) as tmp:
-                    tmp.write_text(text(comparisons), encoding="utf-8")
+                    tmp.write_text(text(), encoding="utf-8")
             except OSError as exc:
                 raise OutputError(f"cannot write {path}: {exc.strerror or exc}") from exc
     return 0

@@ -234,8 +234,9 @@ def resolve_ref(ml: Mlflow, ref: str) -> tuple[str, dict[str, BenchmarkResult]]:
 
 def compare_refs(
     ml: Mlflow, a: str, b: str, g: GateConfig, policies: Mapping[str, UnitPolicy]
-) -> list[BenchmarkComparison]:
-    """Paired comparisons (``a - b``) of every unit both sides were evaluated on (each on its primary metric)."""
+) -> tuple[list[BenchmarkComparison], list[tuple[BenchmarkResult, BenchmarkResult]]]:
+    """Paired comparisons (``a - b``) of every unit both sides were evaluated on (each on its primary metric),
+    and the ``(a, b)`` results of those units (for figures that overlay both versions)."""
     label_a, res_a = resolve_ref(ml, a)
     label_b, res_b = resolve_ref(ml, b)
     common = sorted(set(res_a) & set(res_b))
@@ -247,7 +248,7 @@ def compare_refs(
         if policy is None:
             raise InputError(f"{name} is not a registered benchmark unit (is its plug-in installed?)", field="unit")
         out.append(compare_unit(res_a[name], res_b[name], policy, g, (label_a, label_b)))
-    return out
+    return out, [(res_a[name], res_b[name]) for name in common]
 
 
 def _eval_runs(mv: Any | None) -> dict[str, str]:
