@@ -7,7 +7,6 @@ embedded MLflow store holding real UMD evaluations (tests/gate_data.py), as in t
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
@@ -15,6 +14,7 @@ import yaml
 from mlflow import MlflowClient
 
 from tests import gate_data
+from tests.test_tracking import migrated_db, store  # noqa: F401 - shared fixtures
 from trackeval.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -95,14 +95,6 @@ def test_workflow_summary_gate_and_artifact(workflow):
 # ------------------------------------------------------------------------ the summary writers, for real
 
 
-@pytest.fixture(scope="session")
-def migrated_db(tmp_path_factory) -> Path:
-    """An empty MLflow SQLite database with every migration applied (copied per test: migrations are slow)."""
-    path = tmp_path_factory.mktemp("mlflowdb") / "mlflow.db"
-    MlflowClient(tracking_uri=f"sqlite:///{path}").search_experiments()
-    return path
-
-
 @pytest.fixture(scope="module")
 def evaluated(tmp_path_factory) -> dict[str, Path]:
     """Results folders of three versions of model ``seg`` on one ground truth."""
@@ -110,24 +102,6 @@ def evaluated(tmp_path_factory) -> dict[str, Path]:
     cfg = gate_data.config()
     gt = gate_data.make_ground_truth(root)
     return {v: gate_data.evaluate_version(root, gt, v, cfg)[1] for v in ("champion", "organ_regress", "improved")}
-
-
-@pytest.fixture
-def store(tmp_path, migrated_db, monkeypatch) -> tuple[list[str], MlflowClient]:
-    """A fresh embedded store (copied migrated DB + artifact folder): ``--set`` overrides and a client."""
-    db = tmp_path / "mlflow.db"
-    shutil.copy(migrated_db, db)
-    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    monkeypatch.chdir(tmp_path)
-    uri = f"sqlite:///{db}"
-    sets = [
-        f"tracking.uri={uri}",
-        f"tracking.artifact_location={tmp_path / 'mlartifacts'}",
-        f"tracking.dvc_root={tmp_path}",
-        "tracking.backoff_s=0.05",
-        "gate.n_resamples=1000",
-    ]
-    return [a for s in sets for a in ("--set", s)], MlflowClient(tracking_uri=uri, registry_uri=uri)
 
 
 def _gate_runs(client: MlflowClient) -> int:
@@ -141,7 +115,7 @@ def _registry(client: MlflowClient) -> tuple[dict[str, str], dict[str, dict[str,
     return aliases, {str(mv.version): dict(mv.tags) for mv in client.search_model_versions("name = 'seg'")}
 
 
-def test_compare_markdown_to_stdout(store, evaluated, capsys):
+def test_compare_markdown_to_stdout(store, evaluated, capsys):  # noqa: F811
     sets, _ = store
     for version in ("champion", "improved"):
         assert main(["track", str(evaluated[version]), *sets]) == 0
@@ -155,7 +129,7 @@ def test_compare_markdown_to_stdout(store, evaluated, capsys):
     assert not Path("-").exists()
 
 
-def test_promote_dry_run_summary_records_nothing(store, evaluated, tmp_path, capsys):
+def test_promote_dry_run_summary_records_nothing(store, evaluated, tmp_path, capsys):  # noqa: F811
     sets, client = store
     for version in ("champion", "organ_regress", "improved"):
         assert main(["track", str(evaluated[version]), *sets]) == 0
@@ -199,7 +173,7 @@ def test_promote_dry_run_summary_records_nothing(store, evaluated, tmp_path, cap
     assert _gate_runs(client) == after and _registry(client)[0] == {"champion": "3", "previous": "1"}
 
 
-def test_summary_write_error_names_the_file(store, evaluated, tmp_path, capsys):
+def test_summary_write_error_names_the_file(store, evaluated, tmp_path, capsys):  # noqa: F811
     sets, _ = store
     assert main(["track", str(evaluated["champion"]), *sets]) == 0
     bad = tmp_path / "missing-folder" / "summary.md"

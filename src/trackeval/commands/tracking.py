@@ -14,7 +14,7 @@ import os
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
@@ -138,12 +138,6 @@ def append_markdown(path: Path, text: str) -> None:
         raise OutputError(f"cannot write {path}: {exc.strerror or exc}") from exc
 
 
-def _label(mv: Any) -> str:
-    from trackeval.tracking.tags import VERSION_TAG
-
-    return str(mv.tags.get(VERSION_TAG, str(mv.version)))
-
-
 def dry_run(
     ml: Mlflow, name: str, candidate: str, cfg: GateConfig, policies: Mapping[str, UnitPolicy]
 ) -> tuple[Decision | None, str, str]:
@@ -154,29 +148,19 @@ def dry_run(
     champion) if it exists, else there is nothing to gate (decision ``None``). Returns the decision, the
     baseline's alias and the candidate's label.
     """
-    from trackeval.gate.decide import decide
-    from trackeval.tracking.model_registry import resolve_version, version_results
+    from trackeval.tracking.model_registry import decide_versions, resolve_version, version_label
 
     cand_mv = resolve_version(ml, name, candidate)
     aliases = ml.call("get_registered_model", ml.client.get_registered_model, name).aliases
     baseline = "champion"
     if str(aliases.get("champion")) == str(cand_mv.version):
         if "previous" not in aliases:
-            return None, baseline, _label(cand_mv)
+            return None, baseline, version_label(cand_mv)
         baseline = "previous"
     base_mv = None
     if baseline in aliases:
         base_mv = ml.call("get_model_version", ml.client.get_model_version, name, aliases[baseline])
-    decision = decide(
-        name,
-        _label(cand_mv),
-        version_results(ml, cand_mv),
-        None if base_mv is None else _label(base_mv),
-        None if base_mv is None else version_results(ml, base_mv),
-        cfg,
-        policies,
-    )
-    return decision, baseline, _label(cand_mv)
+    return decide_versions(ml, name, cand_mv, base_mv, cfg, policies), baseline, version_label(cand_mv)
 
 
 def run_promote(args: argparse.Namespace) -> int:

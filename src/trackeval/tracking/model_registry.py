@@ -330,8 +330,25 @@ def _valid_key(key: str) -> bool:
     return bool(re.fullmatch(r"[A-Za-z0-9_\-./ ]{1,250}", key))
 
 
-def _label(mv: Any) -> str:
+def version_label(mv: Any) -> str:
+    """trackeval's version of a registered version (``v2``), or its registry number when untagged."""
     return str(mv.tags.get(VERSION_TAG, str(mv.version)))
+
+
+def decide_versions(
+    ml: Mlflow, name: str, cand_mv: Any, base_mv: Any | None, cfg: GateConfig, policies: Mapping[str, UnitPolicy]
+) -> Decision:
+    """The gate's decision for registered version ``cand_mv`` against ``base_mv`` (None: floors only), from the
+    evaluation runs their ``eval_run`` tags point to; records and moves nothing."""
+    return decide(
+        name,
+        version_label(cand_mv),
+        version_results(ml, cand_mv),
+        None if base_mv is None else version_label(base_mv),
+        None if base_mv is None else version_results(ml, base_mv),
+        cfg,
+        policies,
+    )
 
 
 def judge(
@@ -339,15 +356,7 @@ def judge(
 ) -> tuple[Decision, str]:
     """Gate ``cand_mv`` against ``champ_mv`` (None: floors only), record the decision and tag the candidate
     (``trackeval.gate.verdict``, ``.reason``, ``.decision_run``). Moves no alias."""
-    decision = decide(
-        name,
-        _label(cand_mv),
-        version_results(ml, cand_mv),
-        None if champ_mv is None else _label(champ_mv),
-        None if champ_mv is None else version_results(ml, champ_mv),
-        cfg,
-        policies,
-    )
+    decision = decide_versions(ml, name, cand_mv, champ_mv, cfg, policies)
     run_id = _record(ml, decision, cand_mv, champ_mv)
     reason = "; ".join(decision.reasons)[:5000] or "all checks passed"
     for tag, value in (("gate.verdict", decision.verdict), ("gate.decision_run", run_id), ("gate.reason", reason)):
@@ -422,7 +431,7 @@ def reconcile(
     _set_alias(ml, name, "previous", previous)
     challenger = last if last is not None and (champion is None or str(champion.version) != str(last.version)) else None
     _set_alias(ml, name, "challenger", challenger)
-    return out, None if champion is None else _label(champion)
+    return out, None if champion is None else version_label(champion)
 
 
 def _runs_param(value: str) -> dict[str, str]:
