@@ -119,5 +119,12 @@ def test_mlflow_ui_models_tab_and_model_training_view(evaluated, migrated_db, tm
         child = client.get_run(client.get_model_version("seg", "2").tags["trackeval.eval_run.umd"])
         figures = {a.path for a in client.list_artifacts(child.info.run_id, "figures")}
         assert "figures/umd__dsc__by_organ.png" in figures
+        artifacts = _chromium(
+            tmp_path,
+            f"{url}/#/experiments/{exp}/runs/{child.info.run_id}/artifacts/figures/umd__dsc__by_organ.png",
+            SHOTS / "run_figure.png",
+            8000,
+        )
+        assert "umd__dsc__by_organ.png" in artifacts and "report.html" in artifacts
     finally:
         _stop(proc)
