@@ -158,6 +158,12 @@ def _check_mlflow_store(repo: Path) -> None:
     assert len(files) == 10 and all(f.endswith("headline.json") for f in files)
     assert max(len(d) for d in files.values()) < 100 and "umd/dsc" in files["work/eval/umd/v2/headline.json"]
     assert metrics["umd/dsc"] == files["work/eval/umd/v2/headline.json"]["umd/dsc"]
+    # only the plots declared at the top level of dvc.yaml (no per-stage plots), each with both versions
+    plots = json.loads(_run(repo, DVC, "plots", "show", "--json").stdout)["data"]
+    declared = yaml.safe_load((repo / "dvc.yaml").read_text(encoding="utf-8"))["plots"]
+    assert sorted(plots) == sorted(name for entry in declared for name in entry)
+    pr = (repo / "work" / "eval" / "xray_cls" / "v2" / "plots" / "pr_ap_by_finding.csv").read_text().splitlines()
+    assert pr[0] == "recall,precision,threshold" and len(pr) > 10
     plot = (repo / "work" / "eval" / "imis" / "v1" / "plot.csv").read_text().splitlines()
     assert plot[0] == "click,value,ci95_low,ci95_high" and [r.split(",")[0] for r in plot[1:]] == ["1", "2"]
 

@@ -19,9 +19,11 @@ from trackeval.errors import ConfigError, InputError
 
 if TYPE_CHECKING:  # params imports the network spec (torch); the CLI parser must stay light
     from trackeval.pipeline.params import Evaluation, PipelineParams
-    from trackeval.results import BenchmarkResult
+    from trackeval.results import BenchmarkResult, PlotSpec
 
 PLOT_CSV = "plot.csv"
+#: every declared plot of an evaluation, one CSV each (see :func:`write_plots`)
+PLOTS_DIR = "plots"
 #: the DVC metrics file of an evaluation: headline keys + CIs (tens, not the ~1,000 keys of metrics.json), so
 #: `dvc metrics show/diff` and `dvc exp show` stay readable
 HEADLINE_JSON = "headline.json"
@@ -57,7 +59,7 @@ class Layout:
 
 
 def write_plot(path: Path, rows: list[dict[str, object]]) -> None:
-    """A CSV with a header (empty file when there are no rows); floats with 6 decimals."""
+    """A CSV with a header (empty file when there are no rows); floats with 6 decimals, None as empty."""
     with open(path, "w", newline="", encoding="utf-8") as f:
         if not rows:
             return
@@ -95,8 +97,28 @@ def evaluate(name: str, version: str, layout: Layout, cfg: EvalConfig, params: P
     write_outputs(result, out)
     print_summary(result, unit(evaluation.unit).summary_metrics)
     write_plot(out / PLOT_CSV, plot_rows(result, result.plots[0]) if result.plots else [])
+    write_plots(out / PLOTS_DIR, result)
     write_headline(out / HEADLINE_JSON, result)
     return 0
+
+
+def plot_file_name(plot: PlotSpec) -> str:
+    """``plots/<kind>_<metric>_by_<dimension>[_per_<series>].csv`` (``/`` in the metric becomes ``__``)."""
+    series = f"_per_{plot.series}" if plot.series else ""
+    return f"{plot.kind}_{plot.metric.replace('/', '__')}_by_{plot.dimension}{series}.csv"
+
+
+def write_plots(folder: Path, result: BenchmarkResult) -> None:
+    """Every declared plot of the unit as a CSV in ``folder`` (DVC plots). Curves pooled over items (ROC, PR,
+    reliability) keep only the pooled curve, one line per file and version."""
+    from trackeval.report.plots import POOLED, plot_rows
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for plot in result.plots:
+        rows = plot_rows(result, plot)
+        if plot.kind in ("pr", "reliability"):
+            rows = [{k: v for k, v in r.items() if k != plot.dimension} for r in rows if r[plot.dimension] == POOLED]
+        write_plot(folder / plot_file_name(plot), rows)
 
 
 def write_headline(path: Path, result: BenchmarkResult) -> None:
