@@ -1,16 +1,19 @@
 """IMIS-Bench: interactive segmentation driven through the click protocol (live) or verified from logs (offline).
 
-Live: ``--model MODULE:FACTORY`` (or an MLflow model URI) is driven through ``imis.max_turns`` turns per image x
-target x initial prompt type. Offline: ``--predictions LOG.jsonl`` (see :mod:`trackeval.interactive.logs`) is
+Live: ``--model MODULE:FACTORY`` (or an MLflow model URI) is driven through ``imis.max_clicks`` turns per image
+x target x initial prompt type. Offline: ``--predictions LOG.jsonl`` (see :mod:`trackeval.interactive.logs`) is
 verified turn by turn against the protocol, then scored the same way. An image without any log line gets
-status ``missing_prediction`` and the worst values (Dice 0 at every turn, NoC = max_turns + 1).
+status ``missing_prediction`` and the worst values (Dice 0 at every turn, NoC not reached).
 
-Per image x target (records, ``cases.parquet``): ``dice_<prompt>_<turn>``, ``noc_<t>``, ``dice_auc``.
+Per image x target (records, ``cases.parquet``): ``dice_<prompt>_<turn>``, ``noc_<t>``, ``dice_auc`` (and
+``iou_point_<turn>`` with ``imis.noc_metric=iou``).
 Aggregates, image level (the original: targets averaged within an image, then over images) as ``imis/...``
 and mask level (mean over all masks) as ``imis/mask_level/...``:
 
 * ``dice/by_prompt/<point|box|text>``: Dice after turn 1 of each initial prompt type;
-* ``dice/by_click/<n>``, ``noc_<85|90>``, ``dice_auc``: from the point sequences (click n = turn n);
+* ``dice/by_click/<n>``, ``noc_<85|90>``, ``dice_auc``: from the point sequences (click n = turn n); NoC counts
+  clicks to reach ``imis.noc_metric`` (Dice, or IoU) >= t, not reached = ``max_clicks + 1`` or ``max_clicks``
+  (``imis.noc_not_reached``); the keys do not change with these switches, which are logged as params;
 * breakdowns ``/by_target/<t>`` (image level only: one mask per target and image, so both levels agree),
   ``/by_modality/<m>``, ``/by_region/<r>``.
 
@@ -105,7 +108,7 @@ def score_logged(job: _LogJob) -> _Scored:
     cfg = job.config
     if job.case.case_id not in job.log.by_case:
         metrics = {
-            t: sequence_metrics(m, {p: [np.zeros_like(m)] * cfg.max_turns for p in job.prompt_types}, cfg)
+            t: sequence_metrics(m, {p: [np.zeros_like(m)] * cfg.max_clicks for p in job.prompt_types}, cfg)
             for t, m in sorted(loaded.masks.items())
         }
         return _Scored(_record(job.case, metrics, missing=True), loaded.digest, "missing")
@@ -114,11 +117,25 @@ def score_logged(job: _LogJob) -> _Scored:
     return _Scored(_record(job.case, metrics), loaded.digest, digest)
 
 
+def _not_reached(metrics: dict[str, float], key: str, threshold: float, cfg: IMISConfig) -> bool:
+    """Whether one target's point sequence never reached ``threshold`` (NoC ``key``).
+
+    With ``noc_not_reached=max`` a NoC of ``max_clicks`` is ambiguous, so the last turn's score decides.
+    """
+    noc = metrics.get(key)
+    if noc is None or math.isnan(noc):
+        return False
+    if cfg.noc_not_reached == "max_plus_one":
+        return noc > cfg.max_clicks
+    last = metrics.get(f"{cfg.noc_metric}_point_{cfg.max_clicks}")
+    return noc >= cfg.max_clicks and (last is None or math.isnan(last) or last < threshold)
+
+
 def metric_columns(cfg: IMISConfig, prompt_types: tuple[str, ...]) -> list[tuple[tuple[str, ...], str]]:
     """``(key tokens after the prefix, per-record metric name)`` of every aggregated metric."""
     cols = [(("dice", "by_prompt", p), f"dice_{p}_1") for p in prompt_types]
     if "point" in prompt_types:
-        cols += [(("dice", "by_click", str(n)), f"dice_point_{n}") for n in range(1, cfg.max_turns + 1)]
+        cols += [(("dice", "by_click", str(n)), f"dice_point_{n}") for n in range(1, cfg.max_clicks + 1)]
         cols += [((noc_key(t),), noc_key(t)) for t in cfg.noc_thresholds]
         cols.append((("dice_auc",), "dice_auc"))
     return cols
@@ -277,7 +294,7 @@ def evaluate(
     if "point" in prompt_types:
         for t in icfg.noc_thresholds:
             key = noc_key(t)
-            summary[f"n_{key}_not_reached"] = sum(m[key] is not None and m[key] > icfg.max_turns for m in masks)
+            summary[f"n_{key}_not_reached"] = sum(_not_reached(m, key, t, icfg) for m in masks)
     return build_result(
         NAME,
         model=info,

@@ -2,18 +2,23 @@
 
 Defaults reproduce the original IMIS-Bench ``test.py`` (see ``docs/benchmarks/imis.md``):
 random error-region clicks, first click among the 50 % of target pixels closest to the centroid, an exact
-tight box, no prompt accumulation (only the new click and the previous mask go to the model), 9 turns.
+tight box, no prompt accumulation (only the new click and the previous mask go to the model), 9 turns, NoC on Dice
+with "not reached" = max + 1. ``preset: ritm`` switches to the interactive-segmentation literature's convention
+(RITM / SimpleClick: IoU, 20 clicks, not reached = 20, RITM's click rule).
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from trackeval.config.base import KEY_TOKEN, Section
 
 PromptType = Literal["point", "box", "text"]
+
+#: what ``preset: ritm`` sets (unless the same value is given explicitly; a different explicit value is an error)
+RITM_PRESET: dict[str, Any] = {"noc_metric": "iou", "max_clicks": 20, "noc_not_reached": "max", "click_mode": "ritm"}
 
 
 class IMISConfig(Section):
@@ -23,37 +28,82 @@ class IMISConfig(Section):
         split: which ``dataset.json`` list to evaluate (``test`` as the original; ``training`` for checks).
         prompt_types: initial prompt types to run; each runs its own ``max_turns`` sequence (follow-up turns are
             always clicks, as in the original).
+        preset: ``none`` (the fields as given) or ``ritm``: fills ``noc_metric=iou``, ``max_clicks=20``,
+            ``noc_not_reached=max`` and ``click_mode=ritm`` (the RITM / SimpleClick convention); an explicit value
+            of one of those fields that differs from the preset's is a configuration error naming the field.
         click_mode: ``random_error`` (original: a uniformly random pixel of prediction XOR truth, positive if
-            missed, negative if a false alarm) or ``center_error`` (RITM style: the pixel farthest from the
-            boundary of the largest connected false-negative or false-positive region).
+            missed, negative if a false alarm), ``center_error`` (largest-component centre: the pixel farthest
+            from the boundary of the largest connected false-negative or false-positive region) or ``ritm``
+            (RITM / SimpleClick's evaluation clicker: the deepest pixel of the whole false-negative or
+            false-positive area, whichever is deeper; see :mod:`trackeval.interactive.clicks`).
         first_click_fraction: the first click is drawn uniformly among this fraction of target pixels closest to
             the target centroid (original 0.5; 1.0 = anywhere in the target).
         box_jitter_px: each box coordinate moves by a uniform integer in ``[-j, j]`` pixels (original test: 0).
         accumulate_prompts: ``False`` (original) sends only the new click + the previous mask; ``True`` sends
             every click so far plus the initial box/text.
-        max_turns: interactions per sequence (turn 1 = the initial prompt).
+        max_clicks: interactions per sequence (turn 1 = the initial prompt); the literature uses 20.
+        max_turns: the former name of ``max_clicks``, kept for compatibility: give either (the other follows);
+            both given and different is a configuration error.
         dice_empty_rule: Dice when prediction and truth are both empty: ``nan`` (not applicable, excluded) or
             ``original_eps`` (0, the original ``2|P&G| / (|P|+|G|+1e-8)``).
-        noc_thresholds: Dice thresholds for NoC (clicks to reach; not reached -> ``max_turns + 1``); key
-            ``imis/noc_<round(100 t)>``.
+        noc_metric: the score NoC thresholds apply to: ``dice`` (original) or ``iou`` (binary IoU, the
+            literature's; both masks empty follows ``dice_empty_rule``).
+        noc_not_reached: NoC of a sequence that never reaches the threshold: ``max_plus_one`` (original,
+            ``max_clicks + 1``) or ``max`` (``max_clicks``, RITM / SimpleClick).
+        noc_thresholds: thresholds (on ``noc_metric``) for NoC (clicks to reach); key ``imis/noc_<round(100 t)>``.
         seed: base seed of every click choice; per sequence and turn the generator is
             ``numpy.random.default_rng([seed, crc32(case_id), crc32(target), prompt index, turn])``.
         labels: NIfTI inputs only: target name -> label id; empty = every id present, named ``label_<id>``.
         geometry_tolerance: NIfTI inputs only: largest affine difference (mm) between image and label map.
     """
 
+    preset: Literal["none", "ritm"] = "none"
     split: Literal["test", "training"] = "test"
     prompt_types: tuple[PromptType, ...] = ("point", "box", "text")
-    click_mode: Literal["random_error", "center_error"] = "random_error"
+    click_mode: Literal["random_error", "center_error", "ritm"] = "random_error"
     first_click_fraction: float = Field(0.5, gt=0.0, le=1.0)
     box_jitter_px: int = Field(0, ge=0)
     accumulate_prompts: bool = False
+    max_clicks: Annotated[int, Field(ge=1, le=99)] = 9
     max_turns: Annotated[int, Field(ge=1, le=99)] = 9
     dice_empty_rule: Literal["nan", "original_eps"] = "nan"
+    noc_metric: Literal["dice", "iou"] = "dice"
+    noc_not_reached: Literal["max_plus_one", "max"] = "max_plus_one"
     noc_thresholds: tuple[float, ...] = (0.85, 0.90)
     seed: int = 42
     labels: dict[str, int] = Field(default_factory=dict)
     geometry_tolerance: float = Field(1e-3, ge=0.0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _preset_and_alias(cls, data: Any) -> Any:
+        """Apply ``preset`` to the fields not given, then make ``max_clicks`` and ``max_turns`` agree."""
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        if data.get("preset", "none") == "ritm":
+            for name, value in RITM_PRESET.items():
+                given = [f for f in (("max_clicks", "max_turns") if name == "max_clicks" else (name,)) if f in data]
+                for f in given:
+                    if not _same(data[f], value):
+                        raise ValueError(
+                            f"imis.{f}={data[f]!r} conflicts with imis.preset=ritm (which sets {f}={value!r}); "
+                            f"drop imis.{f} or the preset"
+                        )
+                if not given:
+                    data[name] = value
+        has_clicks, has_turns = "max_clicks" in data, "max_turns" in data
+        clicks, turns = _as_int(data.get("max_clicks")), _as_int(data.get("max_turns"))
+        if has_clicks and has_turns and clicks is not None and turns is not None and clicks != turns:
+            raise ValueError(
+                f"imis.max_clicks={data['max_clicks']!r} and imis.max_turns={data['max_turns']!r} differ "
+                "(max_turns is the former name of max_clicks: give one of them)"
+            )
+        if has_clicks and not has_turns:
+            data["max_turns"] = data["max_clicks"]
+        elif has_turns and not has_clicks:
+            data["max_clicks"] = data["max_turns"]
+        return data
 
     @field_validator("prompt_types")
     @classmethod
@@ -67,7 +117,7 @@ class IMISConfig(Section):
     def _check_thresholds(cls, v: tuple[float, ...]) -> tuple[float, ...]:
         keys = [round(100 * t) for t in v]
         if any(not 0.0 < t <= 1.0 for t in v) or len(set(keys)) != len(keys):
-            raise ValueError("noc_thresholds must be distinct Dice values in (0, 1] (distinct at 0.01)")
+            raise ValueError("noc_thresholds must be distinct values in (0, 1] (distinct at 0.01)")
         return v
 
     @field_validator("labels")
@@ -79,3 +129,20 @@ class IMISConfig(Section):
         if len(set(v.values())) != len(v):
             raise ValueError("two target names share one label id")
         return v
+
+
+def _as_int(value: Any) -> int | None:
+    """A raw integer field value as an int (``"20"`` -> 20), None when it is not one (validation reports it)."""
+    if isinstance(value, bool):
+        return None
+    try:
+        return int(value) if float(value) == int(value) else None
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
+def _same(given: Any, value: Any) -> bool:
+    """Whether an explicitly given raw value equals a preset value (``"20"`` and ``20`` agree)."""
+    if isinstance(value, int):
+        return _as_int(given) == value
+    return given == value

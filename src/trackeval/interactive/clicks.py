@@ -9,15 +9,27 @@ IMIS-Bench code (``get_points_from_mask``, ``get_bboxes_from_mask`` and the mult
   ``[-j, j]``, clipped to the image;
 * next click, ``random_error``: a uniformly random pixel of prediction XOR truth, label 1 where the truth is
   foreground (a missed pixel), 0 where it is background (a false alarm);
-* next click, ``center_error``: the largest connected false-negative or false-positive region (full
-  connectivity; ties: false negatives first, then scan order), and inside it the pixel farthest from the
-  region's boundary (Euclidean distance transform with the image border as boundary; ties: scan order).
-  This is the RITM-style rule; it uses no random numbers.
+* next click, ``center_error`` ("largest-component centre"): the largest connected false-negative or
+  false-positive region (full connectivity; ties: false negatives first, then scan order), and inside it the
+  pixel farthest from the region's boundary (Euclidean distance transform with the image border as boundary;
+  ties: scan order). It uses no random numbers.
+* next click, ``ritm``: the evaluation clicker of RITM / SimpleClick (``isegm/inference/clicker.py``,
+  ``Clicker._get_next_click``) exactly: ``fn = truth & ~pred`` and ``fp = ~truth & pred``, each padded by one
+  zero pixel on every side, its Euclidean distance transform, the padding cropped (so the image border counts
+  as boundary), and the pixels already clicked in this sequence set to 0 (RITM's ``not_clicked_map``). If the
+  deepest false-negative distance is larger than the deepest false-positive one, the click is positive,
+  otherwise (ties included) negative, at the first pixel (row-major ``np.argwhere`` order) where that distance
+  map reaches its maximum. The distance transform is scipy's exact ``distance_transform_edt``; RITM's
+  ``cv2.distanceTransform(..., cv2.DIST_L2, 0)`` is the same exact L2 transform (older RITM code used the 5x5
+  approximate mask, which can move a click between near-equal depths). Unlike RITM (which then clicks pixel
+  (0, 0) as a negative), no click is made when no unclicked error pixel is left. No random numbers.
 
 An empty error region gives no click (``None``): the prediction is already exact.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 import numpy as np
 from scipy import ndimage
@@ -64,14 +76,22 @@ def bounding_box(truth: np.ndarray, rng: np.random.Generator, jitter: int = 0) -
     return Box(tuple(int(v) for v in lo), tuple(int(v) for v in hi))
 
 
-def error_click(pred: np.ndarray, truth: np.ndarray, rng: np.random.Generator, mode: str) -> Click | None:
+def error_click(
+    pred: np.ndarray,
+    truth: np.ndarray,
+    rng: np.random.Generator,
+    mode: str,
+    clicked: Iterable[tuple[int, ...]] = (),
+) -> Click | None:
     """The next corrective click for ``pred`` against ``truth`` (bool masks of one shape), or ``None``.
 
     Args:
         pred: the binarised previous prediction.
         truth: the target mask.
-        rng: the turn's generator (``random_error`` draws one integer from it; ``center_error`` none).
-        mode: ``random_error`` or ``center_error``.
+        rng: the turn's generator (``random_error`` draws one integer from it; the others none).
+        mode: ``random_error``, ``center_error`` or ``ritm``.
+        clicked: coordinates already clicked in this sequence (only ``ritm`` uses them: they are never
+            clicked again, as RITM's ``not_clicked_map``).
     """
     if mode == "random_error":
         errors = np.argwhere(pred != truth)
@@ -81,6 +101,8 @@ def error_click(pred: np.ndarray, truth: np.ndarray, rng: np.random.Generator, m
         return Click(chosen, int(truth[chosen]))
     if mode == "center_error":
         return _center_click(pred, truth)
+    if mode == "ritm":
+        return ritm_click(pred, truth, clicked)
     raise ValueError(f"unknown click mode {mode!r}")
 
 
@@ -101,3 +123,21 @@ def _center_click(pred: np.ndarray, truth: np.ndarray) -> Click | None:
     depth = ndimage.distance_transform_edt(np.pad(component, 1))[(slice(1, -1),) * component.ndim]
     chosen = np.unravel_index(int(np.argmax(depth)), depth.shape)
     return Click(tuple(int(c) for c in chosen), label)
+
+
+def ritm_click(pred: np.ndarray, truth: np.ndarray, clicked: Iterable[tuple[int, ...]] = ()) -> Click | None:
+    """RITM / SimpleClick's next click (see the module docstring); ``None`` when no unclicked error pixel is left."""
+    pred, truth = np.asarray(pred, dtype=bool), np.asarray(truth, dtype=bool)
+    not_clicked = np.ones(truth.shape, dtype=bool)
+    for coords in clicked:
+        not_clicked[tuple(coords)] = False
+    inner = (slice(1, -1),) * truth.ndim
+    fn_dt = ndimage.distance_transform_edt(np.pad(truth & ~pred, 1))[inner] * not_clicked
+    fp_dt = ndimage.distance_transform_edt(np.pad(pred & ~truth, 1))[inner] * not_clicked
+    fn_max, fp_max = float(fn_dt.max()), float(fp_dt.max())
+    if fn_max == 0.0 and fp_max == 0.0:
+        return None
+    positive = fn_max > fp_max
+    depth, deepest = (fn_dt, fn_max) if positive else (fp_dt, fp_max)
+    chosen = np.argwhere(depth == deepest)[0]
+    return Click(tuple(int(c) for c in chosen), int(positive))

@@ -30,7 +30,7 @@ from trackeval.interactive.protocol import (
     text_prompt,
     to_mask,
 )
-from trackeval.metrics.interactive import binary_dice, dice_auc, number_of_clicks
+from trackeval.metrics.interactive import binary_dice, binary_iou, dice_auc, number_of_clicks
 
 
 def turn_rng(seed: int, case_id: str, target: str, prompt_type: str, turn: int) -> np.random.Generator:
@@ -76,7 +76,8 @@ class PromptSchedule:
             return self._initial
         if previous_mask is None:
             raise ValueError("turns after the first need the previous mask")
-        click = error_click(previous_mask, self.truth, rng, self.cfg.click_mode)
+        clicked = [c.coords for c in self._clicks]
+        click = error_click(previous_mask, self.truth, rng, self.cfg.click_mode, clicked)
         if click is not None:
             self._clicks.append(click)
         if self.cfg.accumulate_prompts:
@@ -102,12 +103,12 @@ def run_sequence(
     prompt_type: str,
     cfg: IMISConfig,
 ) -> list[Turn]:
-    """Drive ``model`` through ``cfg.max_turns`` turns of one sequence (raises :class:`ModelError`)."""
+    """Drive ``model`` through ``cfg.max_clicks`` turns of one sequence (raises :class:`ModelError`)."""
     schedule = PromptSchedule(truth, case_id, target, prompt_type, cfg, cfg.seed)
     previous_raw: np.ndarray | None = None
     mask: np.ndarray | None = None
     turns = []
-    for t in range(1, cfg.max_turns + 1):
+    for t in range(1, cfg.max_clicks + 1):
         prompts = schedule.prompts(t, mask)
         request = Request(image, prompts, previous_raw, target, t, truth.shape)
         try:
@@ -127,15 +128,20 @@ def sequence_metrics(truth: np.ndarray, masks: Mapping[str, list[np.ndarray]], c
     """Per-target metrics from the turn masks of each prompt type.
 
     Keys: ``dice_<prompt>_<turn>`` for every prompt type and turn; from the ``point`` sequence (the click
-    curve) ``noc_<t>`` per threshold and ``dice_auc``; NaN when no point sequence was run.
+    curve) ``noc_<t>`` per threshold (on ``cfg.noc_metric``; with ``iou`` also ``iou_point_<turn>``) and
+    ``dice_auc``; NaN when no point sequence was run.
     """
     out: dict[str, float] = {}
     for prompt_type, seq in masks.items():
         curve = np.array([binary_dice(m, truth, cfg.dice_empty_rule) for m in seq])
         out.update({f"dice_{prompt_type}_{t}": float(d) for t, d in enumerate(curve, start=1)})
         if prompt_type == "point":
+            noc_curve = curve
+            if cfg.noc_metric == "iou":
+                noc_curve = np.array([binary_iou(m, truth, cfg.dice_empty_rule) for m in seq])
+                out.update({f"iou_point_{t}": float(v) for t, v in enumerate(noc_curve, start=1)})
             for thr in cfg.noc_thresholds:
-                out[noc_key(thr)] = number_of_clicks(curve, thr)
+                out[noc_key(thr)] = number_of_clicks(noc_curve, thr, cfg.noc_not_reached)
             out["dice_auc"] = dice_auc(curve)
     if "point" not in masks:
         out.update({noc_key(thr): float("nan") for thr in cfg.noc_thresholds}, dice_auc=float("nan"))

@@ -1,6 +1,6 @@
-"""Interactive-segmentation metrics: binary Dice with a declared empty rule, NoC and the Dice-vs-clicks AUC.
+"""Interactive-segmentation metrics: binary Dice and IoU with a declared empty rule, NoC and the Dice-vs-clicks AUC.
 
-Pure functions, arrays in and numbers out. Curves are the Dice after turn 1, 2, ..., T of one sequence.
+Pure functions, arrays in and numbers out. Curves are the Dice (or IoU) after turn 1, 2, ..., T of one sequence.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from trackeval.metrics.overlap import confusion
+from trackeval.metrics.overlap import LabelCounts, confusion
 
 
 def binary_dice(pred: np.ndarray, truth: np.ndarray, empty_rule: str = "nan") -> float:
@@ -34,18 +34,45 @@ def binary_dice(pred: np.ndarray, truth: np.ndarray, empty_rule: str = "nan") ->
         >>> binary_dice(empty, empty), binary_dice(empty, empty, empty_rule="original_eps")
         (nan, 0.0)
     """
-    if empty_rule not in ("nan", "original_eps"):
-        raise ValueError(f"unknown empty rule {empty_rule!r}")
-    c = confusion(np.asarray(pred, dtype=bool).view(np.uint8), np.asarray(truth, dtype=bool).view(np.uint8), [1])[1]
-    if c.tp + c.fp + c.fn == 0:
+    c = _counts(pred, truth, empty_rule)
+    if c is None:
         return 0.0 if empty_rule == "original_eps" else math.nan
     return c.dice
 
 
-def number_of_clicks(curve: np.ndarray, threshold: float) -> float:
-    """NoC@threshold: the first turn (1-based) whose Dice is ``>= threshold``; ``len(curve) + 1`` if none.
+def binary_iou(pred: np.ndarray, truth: np.ndarray, empty_rule: str = "nan") -> float:
+    """Binary IoU (Jaccard) ``|P & G| / |P | G|`` of two masks of one shape, the NoC score of RITM / SimpleClick.
 
-    NaN entries never reach the threshold. An empty curve gives 1.0 (max_turns + 1 with zero turns).
+    ``empty_rule`` as :func:`binary_dice` (both masks empty -> NaN, or 0.0 for ``original_eps``), so the two
+    scores agree on when a turn is "not applicable"; 0.0 when exactly one mask is empty.
+
+    Examples:
+        >>> import numpy as np
+        >>> from trackeval.metrics.interactive import binary_iou
+        >>> binary_iou(np.array([1, 1, 0, 0]), np.array([1, 0, 0, 0]))  # 1 / 2
+        0.5
+    """
+    c = _counts(pred, truth, empty_rule)
+    if c is None:
+        return 0.0 if empty_rule == "original_eps" else math.nan
+    return c.tp / (c.tp + c.fp + c.fn)
+
+
+def _counts(pred: np.ndarray, truth: np.ndarray, empty_rule: str) -> LabelCounts | None:
+    """Confusion counts of label 1, or None when both masks are empty."""
+    if empty_rule not in ("nan", "original_eps"):
+        raise ValueError(f"unknown empty rule {empty_rule!r}")
+    c = confusion(np.asarray(pred, dtype=bool).view(np.uint8), np.asarray(truth, dtype=bool).view(np.uint8), [1])[1]
+    return None if c.tp + c.fp + c.fn == 0 else c
+
+
+def number_of_clicks(curve: np.ndarray, threshold: float, not_reached: str = "max_plus_one") -> float:
+    """NoC@threshold: the first turn (1-based) whose score is ``>= threshold``.
+
+    Never reached: ``len(curve) + 1`` (``not_reached="max_plus_one"``, the IMIS original) or ``len(curve)``
+    (``"max"``, RITM / SimpleClick, where a sequence that ends on the last click and one that never gets there
+    both count as the maximum). NaN entries never reach the threshold. An empty curve gives 1.0 (0.0 with
+    ``max``).
 
     Examples:
         >>> from trackeval.metrics.interactive import number_of_clicks
@@ -53,9 +80,15 @@ def number_of_clicks(curve: np.ndarray, threshold: float) -> float:
         2.0
         >>> number_of_clicks([0.5, 0.82, 0.91], threshold=0.95)  # never reached: 3 turns + 1
         4.0
+        >>> number_of_clicks([0.5, 0.82, 0.91], threshold=0.95, not_reached="max")
+        3.0
     """
+    if not_reached not in ("max_plus_one", "max"):
+        raise ValueError(f"unknown not_reached rule {not_reached!r}")
     reached = np.flatnonzero(np.nan_to_num(np.asarray(curve, dtype=np.float64), nan=-1.0) >= threshold)
-    return float(reached[0] + 1) if len(reached) else float(len(curve) + 1)
+    if len(reached):
+        return float(reached[0] + 1)
+    return float(len(curve) + (1 if not_reached == "max_plus_one" else 0))
 
 
 def dice_auc(curve: np.ndarray) -> float:
