@@ -17,6 +17,9 @@ and mask level (mean over all masks) as ``imis/mask_level/...``:
 * breakdowns ``/by_target/<t>`` (image level only: one mask per target and image, so both levels agree),
   ``/by_modality/<m>``, ``/by_region/<r>``.
 
+``imis.protocol: imis_bench`` (IMIS-Bench ``test.py``: everything on the ``imis.eval_size`` square grid, label
+``-1`` click when the previous mask is exact) is live only: an offline log with it is an InputError.
+
 CIs: case-level (image) percentile bootstrap; at mask level the ratio (sum of Dice / number of masks) is
 recomputed on each resample of images, with the same resamples as the image level.
 """
@@ -240,6 +243,13 @@ def evaluate(
         fn = score_live
     else:
         assert log_path is not None
+        if icfg.protocol == "imis_bench":
+            raise InputError(
+                "imis.protocol=imis_bench is live only (--model): interaction logs are verified on the label grid "
+                "without -1 clicks; use imis.protocol=native for --predictions",
+                file=str(log_path),
+                field="imis.protocol",
+            )
         ilog = read_log(log_path)
         prompt_types = tuple(p for p in icfg.prompt_types if p in ilog.prompt_types)
         absent = [p for p in icfg.prompt_types if p not in ilog.prompt_types]
@@ -354,6 +364,8 @@ SPEC = BenchmarkSpec(
         protocol=tuple(
             f"imis.{f}"
             for f in (
+                "protocol",
+                "eval_size",
                 "split",
                 "prompt_types",
                 "click_mode",

@@ -4,14 +4,16 @@ Defaults reproduce the original IMIS-Bench ``test.py`` (see ``docs/benchmarks/im
 random error-region clicks, first click among the 50 % of target pixels closest to the centroid, an exact
 tight box, no prompt accumulation (only the new click and the previous mask go to the model), 9 turns, NoC on Dice
 with "not reached" = max + 1. ``preset: ritm`` switches to the interactive-segmentation literature's convention
-(RITM / SimpleClick: IoU, 20 clicks, not reached = 20, RITM's click rule).
+(RITM / SimpleClick: IoU, 20 clicks, not reached = 20, RITM's click rule). ``protocol: imis_bench`` also moves
+the whole interaction to IMIS-Bench's 1024 x 1024 grid and sends its ``-1`` "not a point" click when the previous
+mask has no error (live, 2D only).
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, PositiveInt, field_validator, model_validator
 
 from trackeval.config.base import KEY_TOKEN, Section
 
@@ -25,6 +27,13 @@ class IMISConfig(Section):
     """IMIS interactive-segmentation protocol switches (every one is logged as a param).
 
     Attributes:
+        protocol: ``native`` (default: clicks and Dice on the label grid, no click once the mask is exact) or
+            ``imis_bench`` (IMIS-Bench ``test.py``: image and every target mask resized to
+            ``eval_size x eval_size`` with nearest-neighbour interpolation, ``torch.nn.functional.interpolate``
+            ``mode="nearest"``, before the loop; clicks, model input/output and Dice on that grid; when the
+            previous mask has no error, a click with label ``-1`` at a seeded random pixel of
+            ``[0, 256)^2`` instead of no click). ``imis_bench`` takes 2D images only and live models only.
+        eval_size: the square grid side of ``protocol: imis_bench`` (IMIS-Bench: 1024); unused by ``native``.
         split: which ``dataset.json`` list to evaluate (``test`` as the original; ``training`` for checks).
         prompt_types: initial prompt types to run; each runs its own ``max_turns`` sequence (follow-up turns are
             always clicks, as in the original).
@@ -58,6 +67,8 @@ class IMISConfig(Section):
     """
 
     preset: Literal["none", "ritm"] = "none"
+    protocol: Literal["native", "imis_bench"] = "native"
+    eval_size: PositiveInt = 1024
     split: Literal["test", "training"] = "test"
     prompt_types: tuple[PromptType, ...] = ("point", "box", "text")
     click_mode: Literal["random_error", "center_error", "ritm"] = "random_error"

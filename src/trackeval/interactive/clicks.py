@@ -24,7 +24,8 @@ IMIS-Bench code (``get_points_from_mask``, ``get_bboxes_from_mask`` and the mult
   approximate mask, which can move a click between near-equal depths). Unlike RITM (which then clicks pixel
   (0, 0) as a negative), no click is made when no unclicked error pixel is left. No random numbers.
 
-An empty error region gives no click (``None``): the prediction is already exact.
+An empty error region gives no click (``None``): the prediction is already exact. (With ``imis.protocol:
+imis_bench`` the loop then sends IMIS-Bench's label ``-1`` placeholder, :func:`trackeval.interactive.loop.noop_click`.)
 """
 
 from __future__ import annotations

@@ -78,11 +78,29 @@ class PromptSchedule:
             raise ValueError("turns after the first need the previous mask")
         clicked = [c.coords for c in self._clicks]
         click = error_click(previous_mask, self.truth, rng, self.cfg.click_mode, clicked)
+        noop: tuple[Click, ...] = ()
         if click is not None:
             self._clicks.append(click)
+        elif self.cfg.protocol == "imis_bench":
+            noop = (noop_click(rng),)
         if self.cfg.accumulate_prompts:
-            return Prompts(clicks=tuple(self._clicks), box=self._initial.box, text=self._initial.text)
-        return Prompts(clicks=() if click is None else (click,))
+            return Prompts(clicks=(*self._clicks, *noop), box=self._initial.box, text=self._initial.text)
+        return Prompts(clicks=noop if click is None else (click,))
+
+
+#: IMIS-Bench draws the coordinates of its "not a point" click from ``[0, NOOP_RANGE)`` on each axis
+NOOP_RANGE = 256
+
+
+def noop_click(rng: np.random.Generator) -> Click:
+    """``imis.protocol: imis_bench``: the click IMIS-Bench sends when the previous mask has no error.
+
+    Label ``-1`` (SAM's prompt encoder treats it as "not a point"), at a pixel drawn from ``rng`` (the turn's
+    generator, after the error-click rule found no error) uniformly in ``[0, 256)`` on each axis, as the original.
+    The original draws it from its global generator (seeded once with 42), so the label and the range are
+    reproduced exactly, the pixel only in distribution (a model that ignores ``-1`` clicks is unaffected).
+    """
+    return Click(tuple(int(v) for v in rng.integers(0, NOOP_RANGE, size=2)), -1)
 
 
 @dataclass(frozen=True)

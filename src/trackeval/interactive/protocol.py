@@ -14,6 +14,8 @@ it does not support are skipped with a warning. Minimal example::
 Coordinates are array indices at the original resolution: ``(row, col)`` for 2D, ``(z, row, col)`` or the
 array's own axis order for 3D. The model returns a mask or logits at that resolution: ``bool``/integer arrays
 are masks (non-zero = foreground); floating arrays are logits (foreground where ``> 0``, i.e. sigmoid > 0.5).
+With ``imis.protocol: imis_bench`` the "original resolution" is IMIS-Bench's ``imis.eval_size`` square grid
+(1024 x 1024): the image, the coordinates and the output all live there.
 """
 
 from __future__ import annotations
@@ -35,7 +37,8 @@ class ModelError(TrackevalError):
 
 @dataclass(frozen=True)
 class Click:
-    """One click. ``label`` 1 = positive (add this pixel), 0 = negative (remove it)."""
+    """One click. ``label`` 1 = positive (add this pixel), 0 = negative (remove it), -1 = "not a point"
+    (``imis.protocol: imis_bench`` only: sent when the previous mask had no error; models should ignore it)."""
 
     coords: tuple[int, ...]
     label: int
@@ -59,8 +62,9 @@ class Box:
 class Prompts:
     """What the model receives at one turn.
 
-    ``clicks`` is empty on a box/text first turn and on a turn whose previous mask had no error left (the
-    original then sends a "not a point" placeholder; here the model is still called, with no click).
+    ``clicks`` is empty on a box/text first turn and, with ``imis.protocol: native``, on a turn whose previous
+    mask had no error left (the model is still called, with no click); with ``imis.protocol: imis_bench`` that
+    turn holds the original's "not a point" placeholder, a click with label ``-1``.
     """
 
     clicks: tuple[Click, ...] = ()
@@ -86,7 +90,8 @@ class Request:
         previous: what the model itself returned at the previous turn (mask or logits), ``None`` at turn 1.
         target: the target name (e.g. ``liver``); the text prompt already contains it.
         turn: 1-based turn number.
-        spatial_shape: the shape the output must have (the label grid).
+        spatial_shape: the shape the output must have (the label grid; ``imis.eval_size`` squared with
+            ``imis.protocol: imis_bench``, where ``image`` and every coordinate are on that grid too).
     """
 
     image: np.ndarray

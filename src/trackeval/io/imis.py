@@ -19,6 +19,10 @@ integer label map pairs on one grid (paths relative to ``GT_DIR``); targets are 
 other ids ignored) or, when empty, every id present, named ``label_<id>``.
 
 Only non-empty targets are evaluated (as the original). Every error names the file (and case and field).
+
+With ``imis.protocol: imis_bench`` :func:`read_case` returns the image and every target mask resized to
+``imis.eval_size x imis.eval_size`` as IMIS-Bench's loader does (no aspect preservation, nearest-neighbour for
+both, ``torch.nn.functional.interpolate(mode="nearest")``), and keeps the targets non-empty after resizing.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ import scipy.sparse
 from PIL import Image, UnidentifiedImageError
 
 from trackeval.config.imis import IMISConfig
-from trackeval.errors import InputError
+from trackeval.errors import ConfigError, InputError
 from trackeval.io.files import read_bytes
 from trackeval.io.hashing import sha256_bytes, sha256_files, sha256_text
 from trackeval.io.nifti import LabelVolume, check_same_grid, read_bytes_digest, read_label_map
@@ -181,10 +185,39 @@ def read_case(case: IMISCase, cfg: IMISConfig) -> LoadedCase:
     if case.layout == "imis":
         image, image_digest = _read_png(case)
         masks, label_digest = _read_sparse_label(case, image.shape[:2])
+        spatial_ndim = 2
     else:
         image, masks, image_digest, label_digest = _read_nifti_pair(case, cfg)
+        spatial_ndim = image.ndim
     digest = sha256_text(f"{image_digest}:{label_digest}")
+    if cfg.protocol == "imis_bench":
+        image, masks = to_eval_grid(image, masks, spatial_ndim, cfg.eval_size, case.case_id)
     return LoadedCase(image, {t: m for t, m in masks.items() if m.any()}, digest)
+
+
+def resize_nearest(array: np.ndarray, size: int) -> np.ndarray:
+    """A 2D array (``H x W`` or ``H x W x C``) resized to ``size x size`` by
+    ``torch.nn.functional.interpolate(mode="nearest")`` (IMIS-Bench's resize); the dtype is kept."""
+    import torch
+    import torch.nn.functional as F
+
+    src = array.astype(np.uint8) if array.dtype == np.bool_ else array
+    chw = src[None] if src.ndim == 2 else src.transpose(2, 0, 1)
+    out = F.interpolate(torch.from_numpy(np.ascontiguousarray(chw))[None], size=(size, size), mode="nearest")
+    res = out[0].numpy()
+    return (res[0] if array.ndim == 2 else res.transpose(1, 2, 0)).astype(array.dtype)
+
+
+def to_eval_grid(
+    image: np.ndarray, masks: dict[str, np.ndarray], spatial_ndim: int, size: int, case_id: str
+) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """``imis.protocol: imis_bench``: the image and masks on the ``size x size`` grid (2D inputs only)."""
+    if spatial_ndim != 2:
+        raise ConfigError(
+            f"imis.protocol=imis_bench takes 2D images only; case {case_id} is {spatial_ndim}D "
+            "(use imis.protocol=native)"
+        )
+    return resize_nearest(image, size), {t: resize_nearest(m, size) for t, m in masks.items()}
 
 
 def _read_png(case: IMISCase) -> tuple[np.ndarray, str]:
