@@ -200,23 +200,31 @@ class BenchmarkResult(_Model):
         """
         flat: dict[str, float] = {}
         for key, s in sorted(self.aggregates.items()):
-            if s.value is None:
-                continue
-            flat[key] = s.value
-            if s.ci95_low is not None and s.ci95_high is not None and key.count("/by_") < 2:
-                flat[f"{key}/ci95_low"] = s.ci95_low
-                flat[f"{key}/ci95_high"] = s.ci95_high
-                flat[f"{key}/n_valid"] = float(s.n_valid)
+            flat.update(_flat_entries(key, s))
         for name, count in sorted(self.summary.items()):
             flat[metric_key(self.benchmark, name)] = float(count)
         return flat
 
 
-def headline_keys(result: BenchmarkResult) -> list[str]:
-    """The keys of :meth:`BenchmarkResult.flat_metrics` that belong to headline aggregates (no ``/by_``
+def _flat_entries(key: str, s: MetricSummary) -> dict[str, float]:
+    """One aggregate as flat metrics: its value and, for headline and single-breakdown keys with a CI, the
+    ``ci95_low``/``ci95_high``/``n_valid`` siblings; nothing for a NaN aggregate."""
+    if s.value is None:
+        return {}
+    out = {key: s.value}
+    if s.ci95_low is not None and s.ci95_high is not None and key.count("/by_") < 2:
+        out.update({f"{key}/ci95_low": s.ci95_low, f"{key}/ci95_high": s.ci95_high, f"{key}/n_valid": float(s.n_valid)})
+    return out
+
+
+def headline_metrics(result: BenchmarkResult) -> dict[str, float]:
+    """The part of :meth:`BenchmarkResult.flat_metrics` that belongs to headline aggregates (no ``/by_``
     breakdown), with their ``ci95_low``/``ci95_high``/``n_valid`` siblings: tens of keys per unit, not hundreds."""
-    heads = {k for k, s in result.aggregates.items() if "/by_" not in k and s.value is not None}
-    return [k for k in result.flat_metrics() if k in heads or k.rsplit("/", 1)[0] in heads]
+    out: dict[str, float] = {}
+    for key, s in sorted(result.aggregates.items()):
+        if "/by_" not in key:
+            out.update(_flat_entries(key, s))
+    return out
 
 
 def item_matrix(cases: Sequence[CaseRecord], items: Sequence[str], metric: str) -> np.ndarray:

@@ -148,10 +148,10 @@ def dry_run(
     champion) if it exists, else there is nothing to gate (decision ``None``). Returns the decision, the
     baseline's alias and the candidate's label.
     """
-    from trackeval.tracking.model_registry import decide_versions, resolve_version, version_label
+    from trackeval.tracking.model_registry import decide_versions, registered_aliases, resolve_version, version_label
 
     cand_mv = resolve_version(ml, name, candidate)
-    aliases = ml.call("get_registered_model", ml.client.get_registered_model, name).aliases
+    aliases = registered_aliases(ml, name)
     baseline = "champion"
     if str(aliases.get("champion")) == str(cand_mv.version):
         if "previous" not in aliases:

@@ -59,8 +59,11 @@ class Layout:
 
 
 def write_plot(path: Path, rows: list[dict[str, object]]) -> None:
-    """A CSV with a header (empty file when there are no rows); floats with 6 decimals, None as empty."""
-    with open(path, "w", newline="", encoding="utf-8") as f:
+    """A CSV with a header (empty file when there are no rows); floats with 6 decimals, None as empty; written
+    atomically (a failure leaves the previous file, never a truncated one)."""
+    from trackeval.io.atomic import atomic_path
+
+    with atomic_path(path) as tmp, open(tmp, "w", newline="", encoding="utf-8") as f:
         if not rows:
             return
         writer = csv.DictWriter(f, fieldnames=list(rows[0]), lineterminator="\n")
@@ -87,7 +90,6 @@ def evaluate(name: str, version: str, layout: Layout, cfg: EvalConfig, params: P
     from trackeval.api import evaluate as evaluate_unit
     from trackeval.io.results_folder import write_outputs
     from trackeval.report.console import print_summary
-    from trackeval.report.plots import plot_rows
 
     params.version(version)
     evaluation = params.evaluation(name)
@@ -96,8 +98,7 @@ def evaluate(name: str, version: str, layout: Layout, cfg: EvalConfig, params: P
     out = layout.eval(name, version)
     write_outputs(result, out)
     print_summary(result, unit(evaluation.unit).summary_metrics)
-    write_plot(out / PLOT_CSV, plot_rows(result, result.plots[0]) if result.plots else [])
-    write_plots(out / PLOTS_DIR, result)
+    write_plots(out, result)
     write_headline(out / HEADLINE_JSON, result)
     return 0
 
@@ -108,14 +109,20 @@ def plot_file_name(plot: PlotSpec) -> str:
     return f"{plot.kind}_{plot.metric.replace('/', '__')}_by_{plot.dimension}{series}.csv"
 
 
-def write_plots(folder: Path, result: BenchmarkResult) -> None:
-    """Every declared plot of the unit as a CSV in ``folder`` (DVC plots). Curves pooled over items (ROC, PR,
-    reliability) keep only the pooled curve, one line per file and version."""
+def write_plots(out: Path, result: BenchmarkResult) -> None:
+    """The DVC plots of an evaluation folder ``out``: the first declared plot as ``plot.csv`` and every declared
+    plot in ``plots/`` (rows computed once each). In ``plots/``, curves pooled over items (PR, reliability) keep
+    only the pooled curve, one line per file and version."""
     from trackeval.report.plots import POOLED, plot_rows
 
+    folder = out / PLOTS_DIR
     folder.mkdir(parents=True, exist_ok=True)
-    for plot in result.plots:
+    if not result.plots:
+        write_plot(out / PLOT_CSV, [])
+    for i, plot in enumerate(result.plots):
         rows = plot_rows(result, plot)
+        if i == 0:
+            write_plot(out / PLOT_CSV, rows)
         if plot.kind in ("pr", "reliability"):
             rows = [{k: v for k, v in r.items() if k != plot.dimension} for r in rows if r[plot.dimension] == POOLED]
         write_plot(folder / plot_file_name(plot), rows)
@@ -125,10 +132,10 @@ def write_headline(path: Path, result: BenchmarkResult) -> None:
     """``headline.json``: the headline subset of metrics.json (same keys and rounded values), written atomically."""
     from trackeval.io.atomic import atomic_path
     from trackeval.io.results_folder import metrics_file
-    from trackeval.results import headline_keys
+    from trackeval.results import headline_metrics
 
-    flat = metrics_file(result)
-    headline = {k: flat[k] for k in headline_keys(result)}
+    flat = metrics_file(result)  # the same rounding as metrics.json
+    headline = {k: flat[k] for k in headline_metrics(result)}
     with atomic_path(path) as tmp:
         tmp.write_text(json.dumps(headline, sort_keys=True, indent=1) + "\n", encoding="utf-8")
 

@@ -8,12 +8,17 @@ from rich.table import Table
 from trackeval.results import BenchmarkResult, MetricSummary
 
 
-def _fmt(s: MetricSummary | None) -> str:
-    if s is None or s.value is None:
+def format_estimate(value: float | None, low: float | None, high: float | None, digits: int = 3) -> str:
+    """``value [low, high]`` with ``digits`` decimals; ``value`` alone without a CI; ``-`` without a value."""
+    if value is None:
         return "-"
-    if s.ci95_low is None or s.ci95_high is None:
-        return f"{s.value:.3f}"
-    return f"{s.value:.3f} [{s.ci95_low:.3f}, {s.ci95_high:.3f}]"
+    if low is None or high is None:
+        return f"{value:.{digits}f}"
+    return f"{value:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
+
+
+def _fmt(s: MetricSummary | None) -> str:
+    return "-" if s is None else format_estimate(s.value, s.ci95_low, s.ci95_high)
 
 
 def print_summary(result: BenchmarkResult, metrics: tuple[str, ...], console: Console | None = None) -> None:

@@ -8,6 +8,8 @@ from pydantic import BaseModel, ConfigDict
 from rich.console import Console
 from rich.table import Table
 
+from trackeval.report.console import format_estimate
+
 
 class Cell(BaseModel):
     """One version's primary metric on one unit (None: not evaluated)."""
@@ -43,11 +45,7 @@ class Leaderboard(BaseModel):
 
 
 def _cell(c: Cell | None) -> str:
-    if c is None or c.value is None:
-        return "-"
-    if c.ci95_low is None or c.ci95_high is None:
-        return f"{c.value:.4f}"
-    return f"{c.value:.4f} [{c.ci95_low:.4f}, {c.ci95_high:.4f}]"
+    return "-" if c is None else format_estimate(c.value, c.ci95_low, c.ci95_high, digits=4)
 
 
 def _table(board: Leaderboard) -> tuple[list[str], list[list[str]]]:

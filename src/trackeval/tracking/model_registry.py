@@ -159,8 +159,7 @@ def link_version(
             if previous:  # the previous evaluation stays; the new one says which it replaced
                 ml.call("set_tag", ml.client.set_tag, run_id, TAG + "replaces", previous)
     if new:
-        aliases = ml.call("get_registered_model", ml.client.get_registered_model, name).aliases
-        if str(aliases.get("champion")) != str(mv.version):
+        if str(registered_aliases(ml, name).get("champion")) != str(mv.version):
             ml.call("set_registered_model_alias", ml.client.set_registered_model_alias, name, "challenger", mv.version)
     return mv
 
@@ -365,11 +364,17 @@ def judge(
     return decision, run_id
 
 
-def _set_alias(ml: Mlflow, name: str, alias: str, mv: Any | None) -> None:
-    """Point ``alias`` at ``mv`` (None: remove it); nothing is written when it already matches."""
+def registered_aliases(ml: Mlflow, name: str) -> dict[str, Any]:
+    """The registered model's aliases now (``{alias: registry version}``)."""
+    return dict(ml.call("get_registered_model", ml.client.get_registered_model, name).aliases)
+
+
+def _set_alias(ml: Mlflow, name: str, alias: str, mv: Any | None, aliases: dict[str, Any]) -> None:
+    """Point ``alias`` at ``mv`` (None: remove it); nothing is written when ``aliases`` (the registered model's
+    aliases as read before) already say so."""
     from mlflow.exceptions import MlflowException
 
-    current = ml.call("get_registered_model", ml.client.get_registered_model, name).aliases.get(alias)
+    current = aliases.get(alias)
     if mv is not None and str(current) != str(mv.version):
         ml.call("set_alias", ml.client.set_registered_model_alias, name, alias, mv.version)
     elif mv is None and current is not None:
@@ -390,7 +395,7 @@ def promote(
     candidate gets tags ``trackeval.gate.verdict``, ``trackeval.gate.reason`` and ``trackeval.gate.decision_run``.
     """
     cand_mv = resolve_version(ml, name, candidate)
-    aliases = ml.call("get_registered_model", ml.client.get_registered_model, name).aliases
+    aliases = registered_aliases(ml, name)
     champ_mv = None
     if "champion" in aliases:
         champ_mv = ml.call("get_model_version", ml.client.get_model_version, name, aliases["champion"])
@@ -399,10 +404,10 @@ def promote(
     decision, run_id = judge(ml, name, cand_mv, champ_mv, cfg, policies)
     if decision.verdict == "pass":
         if champ_mv is not None:
-            _set_alias(ml, name, "previous", champ_mv)
-        _set_alias(ml, name, "champion", cand_mv)
+            _set_alias(ml, name, "previous", champ_mv, aliases)
+        _set_alias(ml, name, "champion", cand_mv, aliases)
         if str(aliases.get("challenger")) == str(cand_mv.version):
-            _set_alias(ml, name, "challenger", None)
+            _set_alias(ml, name, "challenger", None, aliases)
     return decision, run_id
 
 
@@ -427,10 +432,10 @@ def reconcile(
         out.append((version, decision, run_id))
         if decision.verdict == "pass":
             previous, champion = champion, last
-    _set_alias(ml, name, "champion", champion)
-    _set_alias(ml, name, "previous", previous)
+    aliases = registered_aliases(ml, name)
     challenger = last if last is not None and (champion is None or str(champion.version) != str(last.version)) else None
-    _set_alias(ml, name, "challenger", challenger)
+    for alias, mv in (("champion", champion), ("previous", previous), ("challenger", challenger)):
+        _set_alias(ml, name, alias, mv, aliases)
     return out, None if champion is None else version_label(champion)
 
 

@@ -39,7 +39,7 @@ from trackeval.io.results_folder import (
     metrics_file,
     read_results,
 )
-from trackeval.results import BenchmarkResult, headline_keys
+from trackeval.results import BenchmarkResult, headline_metrics
 from trackeval.tracking.client import Mlflow, TrackingError, quote
 from trackeval.tracking.lineage import dvc_data_digest, flatten, git_commit, idempotency_key
 from trackeval.tracking.model_registry import link_version, logged_model
@@ -130,7 +130,7 @@ def _log_child(
     name = f"{result.unit} {result.model.get('name', '')}/{result.model.get('version', '')}"
     with ml.run(name, tags) as run_id:
         now = int(time.time() * 1000)
-        heads = set(headline_keys(result))
+        heads = headline_metrics(result)
         linked = {
             "model_id": model_id,
             "dataset_name": result.unit,
@@ -153,7 +153,7 @@ def _log_headlines(ml: Mlflow, parent_id: str, results: list[BenchmarkResult]) -
     from mlflow.entities import Metric
 
     now = int(time.time() * 1000)
-    flat = {k: v for r in results for k, v in r.flat_metrics().items() if k in set(headline_keys(r))}
+    flat = {k: v for r in results for k, v in headline_metrics(r).items()}
     metrics = [Metric(k, v, now, 0) for k, v in sorted(flat.items())]
     for i in range(0, len(metrics), 1000):  # MLflow's log_batch limit
         ml.call("log_batch", ml.client.log_batch, parent_id, metrics=metrics[i : i + 1000])
