@@ -162,7 +162,8 @@ def register_version(cfg: EvalConfig, name: str, version: str, model_dir: Path) 
 
 def track(layout: Layout, cfg: EvalConfig, params: PipelineParams) -> dict[str, dict[str, str]]:
     """Register every version's networks, log its evaluations (``trackeval track``) and link them to the
-    registered version; writes ``tracked.json`` (``{version: {"registry_version", <evaluation>: run id}}``)."""
+    registered version; writes ``tracked.json`` (``{version: {"registry_version", <evaluation>: idempotency
+    key}}``: the same on every machine, so the committed dvc.lock stays valid; run ids are printed)."""
     from trackeval.tracking.client import Mlflow, tracking_uri
     from trackeval.tracking.track import track_results
 
@@ -173,7 +174,7 @@ def track(layout: Layout, cfg: EvalConfig, params: PipelineParams) -> dict[str, 
         # change of the demo data (decisions keep the exact runs they were made on)
         folders = [layout.eval(e, version) for e in params.evaluations]
         for t in track_results(folders, cfg.tracking, replace=True):
-            entry[t.folder.parent.name] = t.run_id
+            entry[t.folder.parent.name] = t.key
             print(f"{t.model} {t.folder.parent.name}: {'logged' if t.logged else 'already tracked'} as run {t.run_id}")
         out[version] = entry
     print(f"tracking URI: {tracking_uri(cfg.tracking)}; MLflow UI: {Mlflow(cfg.tracking).ui_url()}")

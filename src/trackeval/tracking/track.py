@@ -50,13 +50,15 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Tracked:
-    """Outcome for one results folder: the child run id and whether it was logged now or found already."""
+    """Outcome for one results folder: the child run id, whether it was logged now or found already, and the
+    evaluation's idempotency key (the same on every machine, unlike the run id)."""
 
     folder: Path
     unit: str
     model: str
     run_id: str
     logged: bool
+    key: str
 
 
 def _child_tags(result: BenchmarkResult, lineage: dict[str, str], parent_id: str) -> dict[str, str]:
@@ -238,8 +240,9 @@ def track_results(
                 key = idempotency_key(result)
                 found = ml.search(f"tags.`{TAG}idempotency_key` = '{key}' and attributes.status = 'FINISHED'")
                 if found:
-                    out.append(Tracked(folder, result.unit, f"{name}/{version}", found[0].info.run_id, False))
-                    children[result.unit] = found[0].info.run_id
+                    run_id = found[0].info.run_id
+                    out.append(Tracked(folder, result.unit, f"{name}/{version}", run_id, False, key))
+                    children[result.unit] = run_id
                     parent_id = parent_id or found[0].data.tags.get("mlflow.parentRunId", "")
                 else:
                     todo.append((folder, result))
@@ -257,7 +260,9 @@ def track_results(
                     for folder, result in todo:
                         run_id = _log_child(ml, result, folder, lineage, parent_id, model_id)
                         children[result.unit] = run_id
-                        out.append(Tracked(folder, result.unit, f"{name}/{version}", run_id, True))
+                        out.append(
+                            Tracked(folder, result.unit, f"{name}/{version}", run_id, True, idempotency_key(result))
+                        )
                     _log_headlines(ml, parent_id, [r for _, r in todo])
                     link_version(ml, name, version, parent_id, children, model_id=model_id)
             else:  # already tracked: still point the version at THESE results (a revert must not leave it elsewhere)
