@@ -7,6 +7,8 @@ one; the line for JSON Lines).
 from __future__ import annotations
 
 import json
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +27,27 @@ def read_bytes(path: Path, *, case_id: str | None = None) -> bytes:
         raise InputError("file not found", file=str(path), case_id=case_id) from exc
     except OSError as exc:
         raise InputError(f"cannot read file: {exc.strerror or exc}", file=str(path), case_id=case_id) from exc
+
+
+def read_regular_file(path: Path, *, case_id: str | None = None) -> bytes:
+    """Bytes of ``path`` only if it is a regular file that is not a symbolic link (the link is never followed:
+    ``O_NOFOLLOW``, then ``fstat`` on the opened descriptor, so a swap between check and read cannot redirect it).
+
+    Used for evidence that is uploaded or trusted (a results folder's files). Raises :class:`InputError` naming
+    the file for a symlink, a folder, a FIFO/device, or a missing/unreadable file.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
+    except FileNotFoundError as exc:
+        raise InputError("file not found", file=str(path), case_id=case_id) from exc
+    except OSError as exc:
+        if path.is_symlink():
+            raise InputError("is a symbolic link: refused, never followed", file=str(path), case_id=case_id) from exc
+        raise InputError(f"cannot read file: {exc.strerror or exc}", file=str(path), case_id=case_id) from exc
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise InputError("not a regular file: refused", file=str(path), case_id=case_id)
+        return f.read()
 
 
 def decode_text(raw: bytes, *, file: Path) -> str:
