@@ -44,10 +44,15 @@ def read_regular_file(path: Path, *, case_id: str | None = None) -> bytes:
         if path.is_symlink():
             raise InputError("is a symbolic link: refused, never followed", file=str(path), case_id=case_id) from exc
         raise InputError(f"cannot read file: {exc.strerror or exc}", file=str(path), case_id=case_id) from exc
-    with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise InputError("not a regular file: refused", file=str(path), case_id=case_id)
-        return f.read()
+        chunks = []
+        while chunk := os.read(fd, 1 << 24):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def decode_text(raw: bytes, *, file: Path) -> str:
