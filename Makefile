@@ -52,12 +52,22 @@ demo: setup
 	$(VENV)/bin/trackeval pipeline verdict
 	@echo "== MLflow UI: $(VENV)/bin/mlflow ui --backend-store-uri sqlite:///mlflow.db, then open the link above"
 
-test: setup
-	$(PY) -m pytest $(PYTEST_ARGS)
+# pytest $(1); its exit 5 (no test collected: a wrong -m/-k, testpaths, a collection problem) is a failure with a
+# clear message. Tests run in a random order (pytest-randomly prints "Using --randomly-seed=N"; replay an order with
+# make test PYTEST_ARGS="-n 2 --randomly-seed=N"); TRACKEVAL_TEST_TIMEOUT_FACTOR scales every test timeout.
+define pytest
+	$(PY) -m pytest $(1); rc=$$?; if [ $$rc -eq 5 ]; then \
+		echo "make $@: FAILED: pytest collected no tests (exit 5); check -m/-k, testpaths and collection errors" >&2; \
+	fi; exit $$rc
+endef
 
-# the development loop: everything but the tests marked slow (DVC pipeline, real MLflow server, browser, faults)
+test: setup
+	$(call pytest,$(PYTEST_ARGS))
+
+# the development loop (target: < 2 min on 2 cores): all but the tests marked slow (DVC pipeline, MLflow server,
+# browser, fault injection, real-data volumes)
 test-fast: setup
-	$(PY) -m pytest $(PYTEST_ARGS) -m "not slow"
+	$(call pytest,$(PYTEST_ARGS) -m "not slow")
 
 bench: setup
 	$(PY) benchmarks/bench_overlap.py

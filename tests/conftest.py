@@ -1,14 +1,68 @@
-"""Shared fixtures: small UMD-layout datasets written as real NIfTI files with nibabel."""
+"""Shared fixtures: small UMD-layout datasets written as real NIfTI files with nibabel; test isolation (own cwd,
+no leaked environment or MLflow state); load-tolerant timeouts (:func:`scaled`, :func:`wait_for`); the
+Hypothesis profiles (``HYPOTHESIS_PROFILE``: ``dev`` by default, ``ci`` in .ci/run)."""
 
 from __future__ import annotations
 
 import csv
-from collections.abc import Callable
+import math
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import nibabel as nib
 import numpy as np
 import pytest
+from hypothesis import settings
+from hypothesis.database import DirectoryBasedExampleDatabase
+
+REPO = Path(__file__).resolve().parents[1]
+#: multiplies every timeout and deadline of the tests (default 1; CI sets 3: its machines are shared)
+TIMEOUT_FACTOR_ENV = "TRACKEVAL_TEST_TIMEOUT_FACTOR"
+#: environment variables a test must leave as it found them (MLflow reads its store, experiment... from these)
+WATCHED_ENV_PREFIXES = ("MLFLOW_", "TRACKEVAL_")
+
+# ci: derandomized (the same examples on every run, whatever pytest-randomly's seed) and no example database;
+# dev: random examples, failures remembered under .pytest_cache/ (git-ignored) and replayed first.
+settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
+settings.register_profile("dev", database=DirectoryBasedExampleDatabase(REPO / ".pytest_cache" / "hypothesis"))
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+
+
+def scaled(seconds: float) -> float:
+    """``seconds`` times ``TRACKEVAL_TEST_TIMEOUT_FACTOR`` (default 1): every subprocess, server, browser and DVC
+    timeout of the tests goes through here, so a loaded machine (CI sets 3) gets proportionally more time.
+
+    Raises:
+        pytest.UsageError: the factor is not a finite number > 0.
+    """
+    raw = os.environ.get(TIMEOUT_FACTOR_ENV, "1")
+    try:
+        factor = float(raw)
+    except ValueError:
+        factor = math.nan
+    if not (math.isfinite(factor) and factor > 0):
+        raise pytest.UsageError(f"{TIMEOUT_FACTOR_ENV} must be a finite number > 0, got {raw!r}")
+    return seconds * factor
+
+
+def wait_for(condition: Callable[[], bool], seconds: float, what: str, *, poll_s: float = 0.01) -> None:
+    """Return as soon as ``condition()`` is true; fail the test naming ``what`` after ``scaled(seconds)``.
+
+    The way tests wait (never a fixed sleep): ``condition`` is polled every ``poll_s`` seconds.
+    """
+    limit = scaled(seconds)
+    deadline = time.monotonic() + limit
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(
+                f"timed out after {limit:g} s ({TIMEOUT_FACTOR_ENV}={os.environ.get(TIMEOUT_FACTOR_ENV, '1')}) "
+                f"waiting for {what}"
+            )
+        time.sleep(poll_s)
+
 
 SPACING = (1.5, 1.0, 2.0)
 
@@ -43,9 +97,78 @@ def cube(shape, lo, hi, label: int, out: np.ndarray | None = None) -> np.ndarray
     return out
 
 
+def _watched_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k.startswith(WATCHED_ENV_PREFIXES)}
+
+
+def _mlflow_globals() -> dict[str, object]:
+    """MLflow's process-wide fluent state that is not None / empty (only the modules already imported).
+
+    ``mlflow.set_tracking_uri`` / ``set_registry_uri`` / ``set_experiment`` / ``start_run`` set these; a later
+    test in the same process would silently log into this test's store.
+    """
+    found: dict[str, object] = {}
+    service = sys.modules.get("mlflow.tracking._tracking_service.utils")
+    registry = sys.modules.get("mlflow.tracking._model_registry.utils")
+    fluent = sys.modules.get("mlflow.tracking.fluent")
+    if service is not None and service._tracking_uri is not None:
+        found["mlflow.set_tracking_uri"] = service._tracking_uri
+    if registry is not None and registry._registry_uri is not None:
+        found["mlflow.set_registry_uri"] = registry._registry_uri
+    if fluent is not None and fluent._active_experiment_id is not None:
+        found["mlflow.set_experiment"] = fluent._active_experiment_id
+    if fluent is not None and fluent.active_run() is not None:
+        found["mlflow.start_run (never ended)"] = fluent.active_run().info.run_id
+    return found
+
+
+def _reset_mlflow_globals() -> None:
+    """Undo what :func:`_mlflow_globals` found, so one leaking test does not break the ones after it."""
+    service = sys.modules.get("mlflow.tracking._tracking_service.utils")
+    registry = sys.modules.get("mlflow.tracking._model_registry.utils")
+    fluent = sys.modules.get("mlflow.tracking.fluent")
+    if fluent is not None:
+        while fluent.active_run() is not None:
+            fluent._active_run_stack.get().pop()
+        fluent._active_experiment_id = None
+    if service is not None:
+        service._tracking_uri = None
+    if registry is not None:
+        registry._registry_uri = None
+
+
 @pytest.fixture(autouse=True)
-def _isolated_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Run every test in its own folder, so the default case cache (``.trackeval-cache``) is per test."""
+def _no_leaked_state() -> Iterator[None]:
+    """Fail (at teardown) a test that leaves an ``MLFLOW_*`` / ``TRACKEVAL_*`` variable of ``os.environ`` changed
+    or MLflow's process-wide tracking URI / registry URI / experiment / active run set, then restore them.
+
+    Checked after every function-scoped fixture (``monkeypatch`` included) has been undone. The fix in the test:
+    ``monkeypatch.setenv``, explicit ``tracking_uri=`` arguments, ``MlflowClient`` rather than ``mlflow.set_*``.
+    """
+    before = _watched_env()
+    yield
+    after = _watched_env()
+    changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+    leaked = _mlflow_globals()
+    if not changed and not leaked:
+        return
+    for key in changed:
+        if key in before:
+            os.environ[key] = before[key]
+        else:
+            del os.environ[key]
+    _reset_mlflow_globals()
+    diff = [f"{k}: {before.get(k)!r} -> {after.get(k)!r}" for k in changed]
+    diff += [f"{what} left set ({value!r})" for what, value in leaked.items()]
+    pytest.fail("the test leaked state into the tests after it: " + "; ".join(diff), pytrace=False)
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cwd(_no_leaked_state: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run every test in its own folder, so the default case cache (``.trackeval-cache``) is per test.
+
+    Depends on :func:`_no_leaked_state` so that the leak check runs after ``monkeypatch`` is undone.
+    """
     monkeypatch.chdir(tmp_path)
 
 

@@ -1,4 +1,8 @@
-"""Executors and the case cache: identical results everywhere, resume after a crash, faults."""
+"""Executors and the case cache: identical results everywhere, resume after a crash, faults.
+
+The fault tests wait for conditions (cache entries written, a worker busy), with deadlines scaled by
+``TRACKEVAL_TEST_TIMEOUT_FACTOR`` (tests/conftest.py), and are in the slow tier with the Dask cluster tests.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +14,9 @@ import sys
 import time
 from pathlib import Path
 
-from tests.conftest import umd_argv
+import pytest
+
+from tests.conftest import cube, save_nifti, scaled, umd_argv, wait_for
 from trackeval.cli import main
 from trackeval.engine.cache import CaseCache, cache_key
 
@@ -20,6 +26,7 @@ def _run(gt: Path, pred: Path, out: Path, *extra: str) -> bytes:
     return (out / "results.json").read_bytes()
 
 
+@pytest.mark.slow
 def test_dask_local_cluster_gives_identical_results(umd_dataset, tmp_path: Path):
     gt, pred = umd_dataset()
     local = _run(gt, pred, tmp_path / "local", "--executor", "local", "--no-cache")
@@ -65,31 +72,45 @@ def test_corrupt_cache_entry_is_a_miss(tmp_path: Path):
     assert CaseCache(None, "ns").get(key) is None
 
 
-def test_sigkill_mid_run_then_resume_from_cache(umd_dataset, tmp_path: Path):
-    """Kill the evaluation after some cases were cached; the re-run finishes with the same results."""
-    gt, pred = umd_dataset(shape=(60, 60, 40))
+@pytest.mark.slow
+def test_sigkill_mid_run_then_resume_from_cache(umd_dataset, tmp_path: Path, monkeypatch):
+    """SIGKILL while the last case is scored, once the three before it are cached: no output is written, and the
+    re-run scores only the missing case and gives the same results as an uninterrupted run."""
+    import trackeval.benchmarks.umd as umd
+
+    gt, pred = umd_dataset()  # cases scored in manifest order: s1_ct, s1_pet, s2_ct, s2_pet
+    big = (240, 240, 160)  # a liver filling the volume: ~1 s of scoring on an idle core, the window for the kill
+    save_nifti(gt / "s2_pet.nii.gz", cube(big, (2, 2, 2), (238, 238, 158), 1))
+    save_nifti(pred / "s2_pet.nii.gz", cube(big, (3, 2, 2), (239, 239, 159), 1))
     reference = _run(gt, pred, tmp_path / "ref", "--executor", "local", "--no-cache")
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    cmd = [
-        sys.executable,
-        "-m",
-        "trackeval.cli",
-        *umd_argv(gt, pred, tmp_path / "out", "--executor", "local"),
-        "--set",
-        "bootstrap.n_resamples=100",
-    ]
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    out = tmp_path / "out"
+    argv = umd_argv(gt, pred, out, "--executor", "local", "--set", "bootstrap.n_resamples=100")
+    proc = subprocess.Popen([sys.executable, "-m", "trackeval.cli", *argv], stdout=subprocess.DEVNULL)
     cache_dir = Path(".trackeval-cache", "umd")
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and len(list(cache_dir.rglob("*.json"))) < 2 and proc.poll() is None:
-        time.sleep(0.01)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    done_before = len(list(cache_dir.rglob("*.json")))
-    assert done_before >= 1
-    assert not (tmp_path / "out" / "results.json").exists() or done_before == 4
-    assert not list((tmp_path / "out").glob(".*.tmp")) if (tmp_path / "out").exists() else True
-    assert _run(gt, pred, tmp_path / "out", "--executor", "local") == reference
+
+    def n_cached() -> int:
+        return len(list(cache_dir.rglob("*.json")))  # entries are renamed into place: never a partial *.json
+
+    try:
+        wait_for(lambda: n_cached() >= 3 or proc.poll() is not None, 120, "3 cached cases (the run's first three)")
+        assert proc.poll() is None, "the run ended before the kill: the fault was not injected"
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.kill()
+        proc.wait(timeout=scaled(30))
+    assert n_cached() == 3
+    assert not out.exists() or list(out.iterdir()) == [], "outputs (or temporary files) of a killed run"
+
+    scored: list[str] = []
+    original = umd._organ_metrics
+
+    def counting(case_id: str, *args):
+        scored.append(case_id)
+        return original(case_id, *args)
+
+    monkeypatch.setattr(umd, "_organ_metrics", counting)
+    assert _run(gt, pred, out, "--executor", "local") == reference
+    assert scored == ["s2_pet"]
 
 
 def test_unreachable_dask_scheduler(umd_dataset, tmp_path: Path, capsys):
@@ -111,6 +132,7 @@ def test_unreachable_dask_scheduler(umd_dataset, tmp_path: Path, capsys):
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.slow
 def test_dask_worker_killed_mid_run_results_equal(umd_dataset, tmp_path: Path):
     """A worker process dies while scoring: its cases are rescheduled on the other worker, results unchanged."""
     import threading
@@ -127,7 +149,7 @@ def test_dask_worker_killed_mid_run_results_equal(umd_dataset, tmp_path: Path):
             killed: list[str] = []
 
             def killer() -> None:
-                deadline = time.monotonic() + 60
+                deadline = time.monotonic() + scaled(60)
                 while time.monotonic() < deadline:
                     busy = [w for w, tasks in client.processing().items() if tasks]
                     if busy:
@@ -144,6 +166,7 @@ def test_dask_worker_killed_mid_run_results_equal(umd_dataset, tmp_path: Path):
     assert out == reference
 
 
+@pytest.mark.slow
 def test_disk_full_while_writing_outputs_leaves_no_partial_files(umd_dataset, tmp_path: Path):
     """A real write failure: the file-size limit (RLIMIT_FSIZE) makes writes fail with EFBIG, like a full disk."""
     import resource
@@ -157,7 +180,7 @@ def test_disk_full_while_writing_outputs_leaves_no_partial_files(umd_dataset, tm
 
     argv = umd_argv(gt, pred, out, "--executor", "local", "--no-cache", "--set", "bootstrap.n_resamples=50")
     cmd = [sys.executable, "-m", "trackeval.cli", *argv]
-    proc = subprocess.run(cmd, preexec_fn=limit, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(cmd, preexec_fn=limit, capture_output=True, text=True, timeout=scaled(120))
     assert proc.returncode == 2, proc.stderr
     assert "cannot write the outputs" in proc.stderr
     assert list(out.iterdir()) == [], "partial or temporary files left behind"

@@ -406,6 +406,7 @@ def test_config_switches_validate():
             load_config(None, [bad])
 
 
+@pytest.mark.slow
 def test_click_unet_trains_saves_and_runs_the_loop(demo, tmp_path):
     import torch
 
@@ -453,15 +454,21 @@ def test_region_grower_improves_with_corrective_clicks_on_a_real_slice(demo):
 
 
 def _log_pyfunc(tmp_path, python_model, name):
+    """Log and register ``python_model``; sets the tracking URI (models:/ URIs resolve through it) but not the
+    experiment (``mlflow.set_experiment`` would leave ``MLFLOW_EXPERIMENT_ID`` in the environment)."""
     import mlflow
 
-    mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")
-    mlflow.set_experiment("imis-test")
-    with mlflow.start_run() as run:
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    mlflow.set_tracking_uri(uri)
+    client = mlflow.MlflowClient(uri)
+    experiment = client.get_experiment_by_name("imis-test")
+    experiment_id = experiment.experiment_id if experiment else client.create_experiment("imis-test")
+    with mlflow.start_run(experiment_id=experiment_id) as run:
         mlflow.pyfunc.log_model(name="model", python_model=python_model, registered_model_name=name)
     return run.info.run_id
 
 
+@pytest.mark.slow
 def test_mlflow_model_uri_runs_the_protocol(demo, tmp_path, monkeypatch):
     import mlflow
     import mlflow.pyfunc

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 
 import pytest
 
 from trackeval import results
 from trackeval.errors import InputError
-from trackeval.io.files import parse_jsonl, read_bytes, read_json, read_jsonl, read_text
+from trackeval.io.atomic import write_file_set
+from trackeval.io.files import parse_jsonl, read_bytes, read_json, read_jsonl, read_regular_file, read_text
 from trackeval.io.hashing import sha256_bytes, sha256_files, sha256_stream, sha256_text
 from trackeval.io.rankings import RankedLists
 
@@ -136,3 +138,48 @@ def test_ranked_list_errors_name_file_line_case_and_field(rows, message: str, fi
     assert message in e.message, e.message
     assert (e.file, e.case_id, e.field) == (FILE, "q1", field)
     assert f"[file={FILE}, case=q1, field={field}]" in str(e)
+
+
+# ---------------------------------------------------------------- regular files, size limits, file sets
+
+
+def test_inputs_follow_symlinks_evidence_does_not(tmp_path: Path) -> None:
+    """Data folders may be DVC / git-annex links (followed); a results folder's files may not (refused)."""
+    target = tmp_path / "target.bin"
+    target.write_bytes(b"data")
+    link = tmp_path / "link.bin"
+    link.symlink_to(target)
+    assert read_bytes(link) == b"data"
+    with pytest.raises(InputError, match="symbolic link: refused") as err:
+        read_regular_file(link)
+    assert err.value.file == str(link)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "folder"])
+def test_non_regular_files_are_refused_without_blocking(tmp_path: Path, kind: str) -> None:
+    path = tmp_path / "thing"
+    if kind == "fifo":
+        os.mkfifo(path)
+    else:
+        path.mkdir()
+    for reader in (read_bytes, read_regular_file):
+        with pytest.raises(InputError, match="not a regular file") as err:
+            reader(path, case_id="c1")
+        assert err.value.file == str(path) and err.value.case_id == "c1"
+
+
+def test_a_size_limit_is_checked_before_reading(tmp_path: Path) -> None:
+    path = tmp_path / "big.bin"
+    path.write_bytes(b"x" * 100)
+    assert read_bytes(path, max_bytes=100) == b"x" * 100
+    with pytest.raises(InputError, match="file is 100 bytes, more than the 99 bytes allowed"):
+        read_bytes(path, max_bytes=99)
+
+
+def test_a_file_set_replaces_its_members_and_nothing_else(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    write_file_set(out, {"a.json": b"1", "b.json": b"2"})
+    (out / "other.txt").write_bytes(b"keep")
+    paths = write_file_set(out, {"a.json": b"10", "b.json": b"20"})
+    assert paths == {"a.json": out / "a.json", "b.json": out / "b.json"}
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == {"a.json": b"10", "b.json": b"20", "other.txt": b"keep"}

@@ -2,6 +2,7 @@
 
 Prediction = every label eroded by one voxel, the perturbation whose Dice values were measured independently
 of trackeval when the sample data was chosen (liver 0.939, heart 0.908, spleen 0.891, aorta 0.895, right adrenal 0.458).
+The tests on the full volume are in the slow tier (``make test``, not ``make test-fast``).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ def ct_labels() -> tuple[np.ndarray, np.ndarray, tuple[float, ...]]:
     return truth, pred, tuple(float(z) for z in img.header.get_zooms())
 
 
+@pytest.mark.slow
 def test_full_volume_dice_matches_independent_measurement(ct_labels):
     truth, pred, _ = ct_labels
     d = dice(pred, truth)
@@ -60,6 +62,7 @@ def _one_hot(a: np.ndarray, values: np.ndarray) -> torch.Tensor:
     return torch.nn.functional.one_hot(idx, len(values)).permute(3, 0, 1, 2)[None].float()
 
 
+@pytest.mark.slow
 def test_crop_dice_iou_equal_monai(ct_labels):
     truth, pred, _ = _crop(ct_labels)
     values = np.union1d(np.unique(truth), np.unique(pred))
@@ -71,6 +74,7 @@ def test_crop_dice_iou_equal_monai(ct_labels):
     assert len(values) > 20
 
 
+@pytest.mark.slow
 def test_crop_nsd_equals_monai_subvoxel_surface_dice(ct_labels):
     truth, pred, spacing = _crop(ct_labels)
     labels = [5, 1, 6, 52, 7]  # liver, spleen, stomach, aorta, pancreas

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import scaled
+
 REPO = Path(__file__).resolve().parents[1]
 SRC = REPO / "src" / "trackeval"
 HEAVY = ("torch", "monai", "mlflow", "dask", "distributed", "dvc")
@@ -31,7 +33,12 @@ def _env(extra_path: Path | None = None) -> dict[str, str]:
 
 def _cli(cwd: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "trackeval.cli", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600
+        [sys.executable, "-m", "trackeval.cli", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=scaled(600),
     )
 
 
@@ -158,7 +165,7 @@ def test_help_imports_no_heavy_module() -> None:
         "            assert e.code == 0, (argv, e.code)\n"
         f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], env=_env(), capture_output=True, text=True, timeout=300)
+    done = subprocess.run([sys.executable, "-c", code], env=_env(), capture_output=True, text=True, timeout=scaled(300))
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import csv
 import json
+import struct
+import zlib
 from pathlib import Path
 
 import nibabel as nib
@@ -95,6 +97,9 @@ def test_cls_on_nih_prevalence(nih, tmp_path):
         yy, ss = y[test][ok, j], p[test][ok, j]
         if yy.min() == yy.max():  # e.g. Hernia (0.2% prevalence) may have no positive in 3000 images
             assert res["aggregates"][f"xray/cls/auroc/by_finding/{token}"]["value"] is None
+            # no operating point either: NaN and a warning, never specificity 1
+            assert res["aggregates"][f"xray/cls/spec_at_sens95/by_finding/{token}"]["value"] is None
+            assert any(f"finding {finding!r}: no operating point" in w for w in res["warnings"])
             continue
         auc = roc_auc_score(yy, ss)
         aucs.append(auc)
@@ -341,3 +346,31 @@ def test_seg_bad_input(tmp_path, capsys):
     Image.fromarray(np.zeros((8, 8, 3), np.uint8)).save(pred / "a.png")
     _fails(capsys, "seg", gt, pred, tmp_path / "o3", "PNG mode RGB", "field=mode", extra=extra)
     _fails(capsys, "seg", gt, pred, tmp_path / "o4", "no class names", "field=label_names")
+
+
+def test_seg_png_bomb_is_refused_before_decoding(tmp_path, capsys):
+    """A 200,000 x 200,000 PNG header (a few bytes on disk) is refused from its declared size, never decoded."""
+    gt, pred = tmp_path / "gt", tmp_path / "pred"
+    gt.mkdir()
+    pred.mkdir()
+    Image.fromarray(np.full((8, 8), 255, np.uint8)).save(gt / "a.png")
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    ihdr = struct.pack(">IIBBBBB", 200_000, 200_000, 8, 0, 0, 0, 0)  # 8-bit greyscale
+    bomb = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"\0")) + chunk(b"IEND", b"")
+    (pred / "a.png").write_bytes(bomb)
+    names = _write_csv(tmp_path / "names.csv", ["id", "name"], [[255, "lung"]])
+    _fails(
+        capsys,
+        "seg",
+        gt,
+        pred,
+        tmp_path / "o",
+        "decompression bomb",
+        f"file={pred / 'a.png'}",
+        "case=a",
+        "field=size",
+        extra=("--label-names", str(names)),
+    )

@@ -1,7 +1,19 @@
 """The ``trackeval`` command line.
 
-Exit codes: 0 success, 2 invalid input or configuration (one-line reason on stderr); ``promote``: 1 when the
-gate fails. Building the parser imports only the units' declarations (no torch, MONAI, MLflow, Dask or DVC).
+Exit codes (every failure is one line on stderr, ``trackeval: error: ...``, never a traceback):
+
+* 0: success;
+* 1: ``promote`` / ``pipeline verdict``: the gate failed; ``audit``: an audit failed (results, not errors);
+  and an internal error, a bug: ``internal error in trackeval <command>: <Type>: <message> (run with --debug
+  for the traceback; please report it)``;
+* 2: bad input: a deliberate :class:`~trackeval.errors.TrackevalError` (names the file, case and field), an
+  argparse usage error, an ``OSError`` on a path (missing, unreadable, read-only, disk full; names the file),
+  a ``pydantic.ValidationError`` from user data (names the field);
+* 130: interrupted by Ctrl-C (KeyboardInterrupt).
+
+``trackeval --debug <command> ...`` (or ``TRACKEVAL_DEBUG=1``) also prints the traceback before the line.
+The mapping is :func:`trackeval.errors.describe_failure`. Building the parser imports only the units'
+declarations (no torch, MONAI, MLflow, Dask or DVC).
 """
 
 from __future__ import annotations
@@ -17,7 +29,10 @@ from trackeval.commands import evaluate as evaluate_commands
 from trackeval.commands import leaderboard as leaderboard_commands
 from trackeval.commands import pipeline as pipeline_commands
 from trackeval.commands import tracking as tracking_commands
-from trackeval.errors import TrackevalError
+from trackeval.errors import DEBUG_ENV, debug_from_env, report_failure
+
+#: argparse ``dest`` of the second word of a command (``evaluate umd``, ``pipeline train``)
+_SUBCOMMAND = {"evaluate": "benchmark", "audit": "audit_benchmark", "data": "dataset", "pipeline": "stage"}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -25,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="trackeval", description="Evaluate medical-imaging model versions, track them in MLflow, gate promotion."
     )
     parser.add_argument("--version", action="version", version=f"trackeval {__version__}")
+    parser.add_argument("--debug", action="store_true", help=f"print the traceback of an error (also {DEBUG_ENV}=1)")
     sub = parser.add_subparsers(dest="command", required=True)
     evaluate_commands.add_parsers(sub)
     audit = sub.add_parser("audit", help="leakage and coverage audits of a test set (exit 1 when one fails)")
@@ -80,18 +96,41 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
 }
 
 
+def command_name(args: argparse.Namespace) -> str:
+    """The command as typed, for messages: ``evaluate umd``, ``evaluate xray --task cls``, ``track``."""
+    words = [args.command]
+    sub = _SUBCOMMAND.get(args.command)
+    if sub and getattr(args, sub, None):
+        words.append(str(getattr(args, sub)))
+    if args.command == "evaluate" and getattr(args, "task", None):
+        words.append(f"--task {args.task}")
+    return " ".join(words)
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run ``trackeval`` with ``argv`` (default ``sys.argv[1:]``) and return the exit status (module docstring).
+
+    Every exception a command raises is caught here, the one boundary: nothing reaches the user as a traceback
+    unless ``--debug`` asks for it. ``SystemExit`` passes through (argparse's usage errors, exit 2, and a
+    SIGTERM turned into ``SystemExit`` while an MLflow run is open); an interactive model's ``SystemExit`` never
+    gets here (:func:`trackeval.interactive.loop.call_model` reports it as a model error).
+    """
+    argv = sys.argv[1:] if argv is None else [str(a) for a in argv]
+    debug = debug_from_env() or "--debug" in argv
     try:
-        args = build_parser().parse_args(argv)
-    except TrackevalError as exc:  # a broken benchmark plug-in
-        print(f"trackeval: error: {exc}", file=sys.stderr)
-        return 2
+        parser = build_parser()
+    except (Exception, KeyboardInterrupt) as exc:  # a broken benchmark plug-in
+        return report_failure(exc, "(loading the benchmark units)", debug=debug)
+    args = parser.parse_args(argv)
+    debug = debug or args.debug
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
+    command = command_name(args)
     try:
         return COMMANDS[args.command](args)
-    except TrackevalError as exc:
-        print(f"trackeval: error: {exc}", file=sys.stderr)
-        return 2
+    except SystemExit:
+        raise
+    except BaseException as exc:  # the one boundary: KeyboardInterrupt and GeneratorExit too
+        return report_failure(exc, command, debug=debug)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,11 @@
-"""Exceptions with enough context for a one-line, actionable error message."""
+"""Exceptions with enough context for a one-line, actionable error message, and the mapping of any exception
+that reaches a command-line boundary to an exit status and one line (:func:`report_failure`)."""
 
 from __future__ import annotations
+
+import os
+import sys
+import traceback
 
 
 class TrackevalError(Exception):
@@ -30,12 +35,14 @@ class InputError(TrackevalError):
         where = [f"{k}={v}" for k, v in (("file", self.file), ("case", self.case_id), ("field", self.field)) if v]
         return f"{self.message} [{', '.join(where)}]" if where else self.message
 
-    def __reduce__(self):  # picklable across process pools
-        return (_rebuild_input_error, (self.message, self.file, self.case_id, self.field))
+    def __reduce__(self):  # picklable across process pools, subclasses included
+        return (_rebuild_input_error, (type(self), self.message, self.file, self.case_id, self.field))
 
 
-def _rebuild_input_error(message: str, file: str | None, case_id: str | None, field: str | None) -> InputError:
-    return InputError(message, file=file, case_id=case_id, field=field)
+def _rebuild_input_error(
+    cls: type[InputError], message: str, file: str | None, case_id: str | None, field: str | None
+) -> InputError:
+    return cls(message, file=file, case_id=case_id, field=field)
 
 
 class ConfigError(TrackevalError):
@@ -44,3 +51,77 @@ class ConfigError(TrackevalError):
 
 class OutputError(TrackevalError):
     """The outputs could not be written (read-only folder, disk full, a file where a folder should be)."""
+
+
+#: exit status of bad input (deliberate errors, unreadable paths, invalid data models) and of internal errors
+EXIT_BAD_INPUT = 2
+EXIT_INTERNAL = 1
+#: exit status after Ctrl-C (128 + SIGINT, the shell convention)
+EXIT_INTERRUPTED = 130
+#: the longest message kept on the one error line (a library may put a whole file into its exception)
+MAX_MESSAGE_CHARS = 1000
+DEBUG_HINT = "run with --debug for the traceback"
+#: environment variable that turns on ``--debug`` (``1``, ``true``, ``yes`` or ``on``)
+DEBUG_ENV = "TRACKEVAL_DEBUG"
+
+
+def debug_from_env() -> bool:
+    """Whether :data:`DEBUG_ENV` asks for tracebacks."""
+    return os.environ.get(DEBUG_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def _one_line(text: str) -> str:
+    """``text`` with every run of whitespace (newlines included) as one space, cut at :data:`MAX_MESSAGE_CHARS`."""
+    line = " ".join(text.split())
+    return line if len(line) <= MAX_MESSAGE_CHARS else line[: MAX_MESSAGE_CHARS - 3] + "..."
+
+
+def describe_failure(exc: BaseException, command: str) -> tuple[int, str]:
+    """The exit status and the one-line message (without the ``trackeval: error:`` prefix) of ``exc`` escaping
+    ``trackeval <command>``.
+
+    The mapping (documented in ``docs/troubleshooting.md``):
+
+    * :class:`TrackevalError` (``InputError``, ``ConfigError``, ``OutputError``...): 2, its own message;
+    * ``OSError`` (a path that does not exist, a permission, a full disk, an unreachable server): 2, the
+      reason and ``file=`` when the OS named one;
+    * ``pydantic.ValidationError`` (a data model a library built from user data): 2, the first field;
+    * :class:`KeyboardInterrupt`: 130 (Ctrl-C);
+    * anything else (``GeneratorExit`` included) is a bug: 1,
+      ``internal error in trackeval <command>: <Type>: <message>``.
+
+    Every message except a deliberate one names the command and ends with the ``--debug`` hint.
+    """
+    from pydantic import ValidationError
+
+    if isinstance(exc, TrackevalError):
+        return EXIT_BAD_INPUT, _one_line(str(exc))
+    if isinstance(exc, KeyboardInterrupt):
+        return EXIT_INTERRUPTED, f"trackeval {command}: interrupted (Ctrl-C)"
+    if isinstance(exc, OSError):
+        reason = exc.strerror or str(exc) or type(exc).__name__
+        where = InputError(f"trackeval {command}: {type(exc).__name__}: {reason}", file=_filename(exc))
+        return EXIT_BAD_INPUT, f"{_one_line(str(where))} ({DEBUG_HINT})"
+    if isinstance(exc, ValidationError):
+        first = exc.errors()[0]
+        loc = ".".join(str(p) for p in first["loc"]) or None
+        where = InputError(f"trackeval {command}: invalid {exc.title}: {first['msg']}", field=loc)
+        return EXIT_BAD_INPUT, f"{_one_line(str(where))} ({DEBUG_HINT})"
+    message = _one_line(f"internal error in trackeval {command}: {type(exc).__name__}: {exc}")
+    return EXIT_INTERNAL, f"{message} ({DEBUG_HINT}; please report it)"
+
+
+def _filename(exc: OSError) -> str | None:
+    """The path an ``OSError`` names (``filename``, else ``filename2``), as text."""
+    name = exc.filename if exc.filename is not None else exc.filename2
+    return None if name is None else str(name)
+
+
+def report_failure(exc: BaseException, command: str, *, debug: bool = False) -> int:
+    """Print ``exc`` as one ``trackeval: error: ...`` line on stderr (after its traceback when ``debug``) and
+    return the exit status (:func:`describe_failure`)."""
+    if debug:
+        traceback.print_exception(exc, file=sys.stderr)
+    status, message = describe_failure(exc, command)
+    print(f"trackeval: error: {message}", file=sys.stderr)
+    return status

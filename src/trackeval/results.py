@@ -17,11 +17,13 @@ import hashlib
 import json
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from trackeval.errors import InputError
 
 #: Results schema version: the major part changes when a field is removed, renamed or changes meaning; the minor
 #: part when an optional field is added (1.1: ``task`` and ``plots``). Readers accept every 1.x file.
@@ -30,6 +32,9 @@ SCHEMA_VERSION = "1.1"
 _KEY = re.compile(r"^[a-z0-9_]+(/[a-z0-9_]+)*$")
 
 CaseStatus = Literal["ok", "missing_prediction"]
+
+#: the per-case columns of ``cases.parquet`` (and fields of a case record) besides its groups, item and metrics
+CASE_COLUMNS: tuple[str, ...] = ("case_id", "subject_id", "status", "message")
 
 
 def metric_key(*tokens: str) -> str:
@@ -42,6 +47,49 @@ def metric_key(*tokens: str) -> str:
 
 def _nan_to_none(x: float | None) -> float | None:
     return None if x is None or (isinstance(x, float) and math.isnan(x)) else x
+
+
+def check_group_columns(
+    groups: Mapping[str, str] | Iterable[str],
+    *,
+    item_kind: str,
+    metrics: Iterable[str],
+    items: Iterable[str] | None = None,
+    file: str | None = None,
+    case_id: str | None = None,
+) -> None:
+    """Refuse case group names that would overwrite another column of ``cases.parquet``.
+
+    ``cases.parquet`` has one column per case field (:data:`CASE_COLUMNS`), per group, for the item
+    (named ``item_kind``) and per metric: a group named like any of the others (a manifest column ``status``,
+    ``organ`` or ``dsc``) would silently replace it. A group named like the item column is allowed only when
+    its value is every item of the case (3D-MIR: group ``region`` of a case whose one item is that region);
+    ``items`` None (not known yet, e.g. while reading a manifest) refuses it.
+
+    Args:
+        groups: the group names (or the ``{name: value}`` mapping, needed for the item-column exception).
+        item_kind: the item column's name (``organ``, ``region``, ``finding``...).
+        metrics: every per-item metric name of the result.
+        items: the items of this case, None when not known yet.
+        file, case_id: where the groups come from (a manifest and the case's row), for the message.
+
+    Raises:
+        InputError: naming the file, the case and, as ``field``, the colliding column.
+    """
+    values = groups if isinstance(groups, Mapping) else dict.fromkeys(groups, "")
+    taken = {name: "a case field" for name in CASE_COLUMNS} | {m: "a metric" for m in metrics}
+    for name in sorted(values):
+        what = taken.get(name)
+        if name == item_kind and (items is None or set(items) - {values[name]}):
+            what = "the item column"
+        if what:
+            raise InputError(
+                f"case group column {name!r} has the name of {what} of cases.parquet and would overwrite it; "
+                "rename the column",
+                file=file,
+                case_id=case_id,
+                field=name,
+            )
 
 
 class _Model(BaseModel):
@@ -186,6 +234,17 @@ class BenchmarkResult(_Model):
             if not _KEY.match(key):
                 raise ValueError(f"invalid metric key {key!r}")
         return v
+
+    @model_validator(mode="after")
+    def _groups_keep_columns(self) -> BenchmarkResult:
+        """No case group overwrites another ``cases.parquet`` column (:func:`check_group_columns`); raises
+        :class:`InputError` (not wrapped by pydantic) naming the case and the column."""
+        metrics = {m for case in self.cases for values in case.metrics.values() for m in values}
+        for case in self.cases:
+            check_group_columns(
+                case.groups, item_kind=self.item_kind, metrics=metrics, items=case.metrics, case_id=case.case_id
+            )
+        return self
 
     def to_json(self) -> str:
         """Deterministic JSON (sorted keys, no timestamps): same inputs + config -> same bytes."""

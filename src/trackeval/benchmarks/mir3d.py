@@ -197,9 +197,9 @@ def _read_ranking_rows(path: Path) -> list[tuple[int, dict[str, str]]]:
         return list(enumerate(read_csv_rows(path, required=RANKING_FIELDS), start=2))
     rows: list[tuple[int, dict[str, str]]] = []
     for line, obj in read_jsonl(path):
-        missing = [f for f in RANKING_FIELDS if f not in obj]
+        missing = [f for f in RANKING_FIELDS if obj.get(f) is None]  # JSON null is no value either
         if missing:
-            raise InputError(f"line {line}: missing field(s) {missing}", file=str(path), field=missing[0])
+            raise InputError(f"line {line}: missing or null field(s) {missing}", file=str(path), field=missing[0])
         rows.append((line, {k: str(v).strip() for k, v in obj.items() if v is not None}))
     return rows
 

@@ -1,15 +1,51 @@
-"""Shared configuration building blocks: frozen, strict sections and the engine/bootstrap sections."""
+"""Shared configuration building blocks: frozen, strict sections, the engine/bootstrap sections and the value
+types every section uses, so that a value no kernel can compute with is a one-line config error naming the field:
+
+* integers fit numpy's int64 (:data:`INT64_MAX`): a YAML ``99999999999999999999`` is refused, not overflowed;
+* seeds are integers in ``[0, INT64_MAX]`` (numpy's generators refuse negative seeds);
+* floats are finite (:data:`FiniteFloat`): YAML ``.nan``/``.inf`` and ``1e400`` are refused;
+* bootstrap resamples are at most :data:`MAX_RESAMPLES` (their statistics are held in memory);
+* lists that a protocol needs (cut-offs, prompt types) are non-empty and without repeats (:func:`distinct`).
+"""
 
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal
+from collections.abc import Sequence
+from typing import Annotated, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
 KEY_TOKEN = re.compile(r"^[a-z0-9_]+$")
 
-PositiveInt = Annotated[int, Field(gt=0)]
+#: the largest integer a config value may hold (numpy int64, what every kernel computes with)
+INT64_MAX = 2**63 - 1
+#: the most bootstrap resamples (``bootstrap.n_resamples``, ``gate.n_resamples``): a resample matrix of
+#: ``n_resamples x n_metrics`` floats is held in memory
+MAX_RESAMPLES = 1_000_000
+
+#: an integer in ``[1, INT64_MAX]``
+PositiveInt = Annotated[int, Field(gt=0, le=INT64_MAX)]
+#: an integer in ``[0, INT64_MAX]``
+NonNegativeInt = Annotated[int, Field(ge=0, le=INT64_MAX)]
+#: a random seed: an integer in ``[0, INT64_MAX]``
+Seed = NonNegativeInt
+#: a finite float (no NaN, no infinity, nothing beyond the float range)
+FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
+#: a number of bootstrap resamples in ``[1, MAX_RESAMPLES]``
+Resamples = Annotated[int, Field(gt=0, le=MAX_RESAMPLES)]
+
+T = TypeVar("T")
+
+
+def distinct(values: Sequence[T], what: str) -> Sequence[T]:
+    """``values`` when non-empty and without repeats; ``ValueError`` naming ``what`` otherwise (a field validator
+    turns it into a config error naming the field)."""
+    if not values:
+        raise ValueError(f"{what} must not be empty")
+    if len(set(values)) != len(values):
+        raise ValueError(f"{what} must not repeat a value: {list(values)}")
+    return values
 
 
 class Section(BaseModel):
@@ -21,9 +57,9 @@ class Section(BaseModel):
 class BootstrapConfig(Section):
     """Case-level (patient-level) percentile bootstrap for every aggregate mean."""
 
-    n_resamples: PositiveInt = 1000
-    seed: int = 0
-    confidence: float = Field(0.95, gt=0.0, lt=1.0)
+    n_resamples: Resamples = 1000
+    seed: Seed = 0
+    confidence: FiniteFloat = Field(0.95, gt=0.0, lt=1.0)
 
 
 class EngineConfig(Section):
@@ -41,6 +77,6 @@ class EngineConfig(Section):
     executor: Literal["local", "processes", "dask"] = "processes"
     workers: PositiveInt | None = None
     scheduler: str | None = None
-    scheduler_timeout_s: float = Field(10.0, gt=0.0)
+    scheduler_timeout_s: FiniteFloat = Field(10.0, gt=0.0)
     cache: bool = True
     cache_dir: str = ".trackeval-cache"

@@ -11,9 +11,9 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 
-from trackeval.config.base import KEY_TOKEN, PositiveInt, Section
+from trackeval.config.base import KEY_TOKEN, FiniteFloat, PositiveInt, Resamples, Section, Seed
 
-Margin = Annotated[float, Field(ge=0.0)]
+Margin = Annotated[FiniteFloat, Field(ge=0.0)]
 
 
 def _check_keys(v: dict[str, object], what: str) -> dict[str, object]:
@@ -39,7 +39,7 @@ class TrackingConfig(Section):
     artifact_location: str = "mlartifacts"
     experiment: str = "trackeval"
     retries: Annotated[int, Field(ge=0, le=10)] = 3
-    backoff_s: Annotated[float, Field(ge=0.0)] = 0.5
+    backoff_s: Annotated[FiniteFloat, Field(ge=0.0)] = 0.5
     http_timeout_s: PositiveInt = 10
     dvc_root: str = "."
 
@@ -73,14 +73,14 @@ class GateConfig(Section):
     group_dimensions: tuple[str, ...] | None = None
     group_test: Literal["harm", "noninferiority"] = "harm"
     multiplicity: Literal["holm", "bonferroni", "none"] = "holm"
-    alpha: float = Field(0.05, gt=0.0, lt=1.0)
-    confidence: float = Field(0.95, gt=0.0, lt=1.0)
+    alpha: FiniteFloat = Field(0.05, gt=0.0, lt=1.0)
+    confidence: FiniteFloat = Field(0.95, gt=0.0, lt=1.0)
     superiority: dict[str, bool] = Field(default_factory=dict)
-    floors: dict[str, float] = Field(default_factory=dict)
+    floors: dict[str, FiniteFloat] = Field(default_factory=dict)
     floor_statistic: Literal["value", "ci95_low"] = "value"
     require_audits: bool = True
-    n_resamples: PositiveInt = 2000
-    seed: int = 0
+    n_resamples: Resamples = 2000
+    seed: Seed = 0
 
     @field_validator("primary_metrics", "margins", "group_margins", "superiority", "floors")
     @classmethod

@@ -13,11 +13,16 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, PositiveInt, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
-from trackeval.config.base import KEY_TOKEN, Section
+from trackeval.config.base import KEY_TOKEN, FiniteFloat, NonNegativeInt, PositiveInt, Section, Seed, distinct
 
 PromptType = Literal["point", "box", "text"]
+
+#: the largest ``imis.eval_size`` (pixels per side: an 8192 x 8192 grid already holds 64 M pixels per mask)
+MAX_EVAL_SIZE = 8192
+#: the largest ``imis.model_timeout_s`` (one week, in seconds)
+MAX_MODEL_TIMEOUT_S = 7 * 24 * 3600.0
 
 #: what ``preset: ritm`` sets (unless the same value is given explicitly; a different explicit value is an error)
 RITM_PRESET: dict[str, Any] = {"noc_metric": "iou", "max_clicks": 20, "noc_not_reached": "max", "click_mode": "ritm"}
@@ -64,26 +69,32 @@ class IMISConfig(Section):
             ``numpy.random.default_rng([seed, crc32(case_id), crc32(target), prompt index, turn])``.
         labels: NIfTI inputs only: target name -> label id; empty = every id present, named ``label_<id>``.
         geometry_tolerance: NIfTI inputs only: largest affine difference (mm) between image and label map.
+        model_timeout_s: live models only: the longest one ``predict`` call may take, in seconds (finite,
+            > 0, at most :data:`MAX_MODEL_TIMEOUT_S`); a model that does not answer in time ends the run with an
+            error naming the case, target and turn (its call is abandoned, see
+            :func:`trackeval.interactive.loop.call_model`). It cannot change a number, so, like the ``engine``
+            section, it is left out of results.json and of the config digest.
     """
 
     preset: Literal["none", "ritm"] = "none"
     protocol: Literal["native", "imis_bench"] = "native"
-    eval_size: PositiveInt = 1024
+    eval_size: Annotated[PositiveInt, Field(le=MAX_EVAL_SIZE)] = 1024
     split: Literal["test", "training"] = "test"
     prompt_types: tuple[PromptType, ...] = ("point", "box", "text")
     click_mode: Literal["random_error", "center_error", "ritm"] = "random_error"
-    first_click_fraction: float = Field(0.5, gt=0.0, le=1.0)
-    box_jitter_px: int = Field(0, ge=0)
+    first_click_fraction: FiniteFloat = Field(0.5, gt=0.0, le=1.0)
+    box_jitter_px: NonNegativeInt = 0
     accumulate_prompts: bool = False
     max_clicks: Annotated[int, Field(ge=1, le=99)] = 9
     max_turns: Annotated[int, Field(ge=1, le=99)] = 9
     dice_empty_rule: Literal["nan", "original_eps"] = "nan"
     noc_metric: Literal["dice", "iou"] = "dice"
     noc_not_reached: Literal["max_plus_one", "max"] = "max_plus_one"
-    noc_thresholds: tuple[float, ...] = (0.85, 0.90)
-    seed: int = 42
-    labels: dict[str, int] = Field(default_factory=dict)
-    geometry_tolerance: float = Field(1e-3, ge=0.0)
+    noc_thresholds: tuple[FiniteFloat, ...] = (0.85, 0.90)
+    seed: Seed = 42
+    labels: dict[str, PositiveInt] = Field(default_factory=dict)
+    geometry_tolerance: FiniteFloat = Field(1e-3, ge=0.0)
+    model_timeout_s: FiniteFloat = Field(300.0, gt=0.0, le=MAX_MODEL_TIMEOUT_S, exclude=True)
 
     @model_validator(mode="before")
     @classmethod
@@ -119,9 +130,7 @@ class IMISConfig(Section):
     @field_validator("prompt_types")
     @classmethod
     def _check_prompts(cls, v: tuple[str, ...]) -> tuple[str, ...]:
-        if not v or len(set(v)) != len(v):
-            raise ValueError("prompt_types must be a non-empty list without repeats")
-        return v
+        return tuple(distinct(v, "prompt_types"))
 
     @field_validator("noc_thresholds")
     @classmethod

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import field_validator
 
-from trackeval.config.base import KEY_TOKEN, Section
+from trackeval.config.base import KEY_TOKEN, PositiveInt, Section, distinct
 
 
 class Mir3dConfig(Section):
@@ -23,8 +23,8 @@ class Mir3dConfig(Section):
     region without any ranking has all its queries scored 0 (status ``missing_prediction``).
     """
 
-    ks: tuple[Annotated[int, Field(gt=0)], ...] = (1, 3, 5, 10)
-    ap_k: Annotated[int, Field(gt=0)] = 10
+    ks: tuple[PositiveInt, ...] = (1, 3, 5, 10)
+    ap_k: PositiveInt = 10
     ap_denominator: Literal["retrieved_in_topk", "total_in_index"] = "retrieved_in_topk"
     p10_mode: Literal["correct", "original_quirk"] = "correct"
     regions: tuple[str, ...] | None = None
@@ -32,19 +32,14 @@ class Mir3dConfig(Section):
     @field_validator("ks")
     @classmethod
     def _check_ks(cls, v: tuple[int, ...]) -> tuple[int, ...]:
-        if not v:
-            raise ValueError("at least one cut-off is needed")
-        if len(set(v)) != len(v):
-            raise ValueError(f"duplicate cut-offs in {list(v)}")
-        return tuple(sorted(v))
+        return tuple(sorted(distinct(v, "the cut-offs ks")))
 
     @field_validator("regions")
     @classmethod
     def _check_regions(cls, v: tuple[str, ...] | None) -> tuple[str, ...] | None:
         if v is None:
             return v
-        if not v or len(set(v)) != len(v):
-            raise ValueError("regions must be a non-empty list without duplicates (or null for all)")
+        distinct(v, "regions (null for every region)")
         for region in v:
             if not KEY_TOKEN.match(region):
                 raise ValueError(f"region {region!r} must be lowercase letters, digits and '_'")

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 
-from trackeval.config.base import KEY_TOKEN, PositiveInt, Section
+from trackeval.config.base import KEY_TOKEN, FiniteFloat, PositiveInt, Section, distinct
+
+#: the most ECE bins (``xray.cls.ece_bins``): more bins than that only splits a test set into empty bins
+MAX_ECE_BINS = 10_000
 
 
 class XRayClsConfig(Section):
@@ -14,12 +17,12 @@ class XRayClsConfig(Section):
 
     ``uncertain``: what a blank or ``-1`` label means: ``ignore`` (left out of every metric of that finding,
     default), ``zeros`` (negative, CheXpert U-Zeros) or ``ones`` (positive, U-Ones).
-    ``ece_bins``: equal-width probability bins of the expected calibration error.
+    ``ece_bins``: equal-width probability bins of the expected calibration error (1 to :data:`MAX_ECE_BINS`).
     The operating point is fixed at 95% sensitivity (the keys say ``sens95``).
     """
 
     uncertain: Literal["ignore", "zeros", "ones"] = "ignore"
-    ece_bins: PositiveInt = 15
+    ece_bins: Annotated[PositiveInt, Field(le=MAX_ECE_BINS)] = 15
 
 
 class XRaySegConfig(Section):
@@ -29,7 +32,7 @@ class XRaySegConfig(Section):
     counted either way.
     """
 
-    labels: dict[str, int] = Field(default_factory=dict)
+    labels: dict[str, PositiveInt] = Field(default_factory=dict)
     missing_prediction: Literal["worst", "exclude"] = "worst"
 
     @field_validator("labels")
@@ -47,9 +50,15 @@ class XRaySegConfig(Section):
 
 
 class XRayRetConfig(Section):
-    """Image retrieval with same-label relevance: the cut-offs ``k`` of ``xray/ret/p_at_<k>``."""
+    """Image retrieval with same-label relevance: the cut-offs ``k`` of ``xray/ret/p_at_<k>`` (non-empty,
+    without repeats; kept sorted)."""
 
     ks: tuple[PositiveInt, ...] = (1, 5, 10)
+
+    @field_validator("ks")
+    @classmethod
+    def _check_ks(cls, v: tuple[int, ...]) -> tuple[int, ...]:
+        return tuple(sorted(distinct(v, "the cut-offs ks")))
 
 
 class XRayLocConfig(Section):
@@ -64,8 +73,8 @@ class XRayLocConfig(Section):
 class XRayReportConfig(Section):
     """Report generation: CIDEr-D Gaussian length penalty ``cider_sigma`` (6) and ROUGE-L ``rouge_beta`` (1.2)."""
 
-    cider_sigma: float = Field(6.0, gt=0.0)
-    rouge_beta: float = Field(1.2, gt=0.0)
+    cider_sigma: FiniteFloat = Field(6.0, gt=0.0)
+    rouge_beta: FiniteFloat = Field(1.2, gt=0.0)
 
 
 class XRayConfig(Section):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import importlib
 import inspect
+import threading
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -121,7 +122,11 @@ def run_sequence(
     prompt_type: str,
     cfg: IMISConfig,
 ) -> list[Turn]:
-    """Drive ``model`` through ``cfg.max_clicks`` turns of one sequence (raises :class:`ModelError`)."""
+    """Drive ``model`` through ``cfg.max_clicks`` turns of one sequence.
+
+    Every call goes through :func:`call_model` (``cfg.model_timeout_s``). Raises :class:`ModelError` naming the
+    case, target, prompt and turn when the model raises, hangs or answers with a wrong output.
+    """
     schedule = PromptSchedule(truth, case_id, target, prompt_type, cfg, cfg.seed)
     previous_raw: np.ndarray | None = None
     mask: np.ndarray | None = None
@@ -129,17 +134,54 @@ def run_sequence(
     for t in range(1, cfg.max_clicks + 1):
         prompts = schedule.prompts(t, mask)
         request = Request(image, prompts, previous_raw, target, t, truth.shape)
+        where = f"case {case_id}, target {target}, prompt {prompt_type}, turn {t}"
+        raw = call_model(model, request, cfg.model_timeout_s, where=where, case_id=case_id)
         try:
-            raw = model.predict(request)
-        except Exception as exc:
-            raise ModelError(
-                f"model failed on case {case_id}, target {target}, prompt {prompt_type}, turn {t}: "
-                f"{type(exc).__name__}: {exc}"
-            ) from exc
-        mask = to_mask(raw, truth.shape, where=f"case {case_id}, target {target}, prompt {prompt_type}, turn {t}")
+            mask = to_mask(raw, truth.shape, where=where)
+        except ModelError as exc:
+            raise ModelError(exc.message, case_id=case_id, field="--model") from exc
         previous_raw = raw
         turns.append(Turn(t, prompts, mask))
     return turns
+
+
+def call_model(model: InteractiveModel, request: Request, timeout_s: float, *, where: str, case_id: str) -> object:
+    """``model.predict(request)``, waiting at most ``timeout_s`` seconds for the answer.
+
+    The call runs on a daemon worker thread and the caller waits for it with a timeout. Python cannot stop a
+    thread: a call that times out is abandoned (its thread keeps running in the background until the model
+    returns) and, being a daemon, never keeps the process from exiting. A real Ctrl-C reaches the waiting
+    (main) thread as ``KeyboardInterrupt`` as usual.
+
+    Raises:
+        ModelError: naming ``where`` and ``case_id``, when the model does not answer within ``timeout_s``, or
+            raises anything, ``SystemExit``, ``KeyboardInterrupt`` and ``GeneratorExit`` included (a model
+            cannot end the run, least of all with a success status).
+    """
+    answer: list[object] = []
+    failure: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            answer.append(model.predict(request))
+        except BaseException as exc:  # every escape of the model is its error, SystemExit included
+            failure.append(exc)
+
+    worker = threading.Thread(target=work, name=f"trackeval-model ({where})", daemon=True)
+    worker.start()
+    worker.join(timeout_s)
+    if failure:
+        exc = failure[0]
+        raise ModelError(
+            f"model failed on {where}: {type(exc).__name__}: {exc}", case_id=case_id, field="--model"
+        ) from exc
+    if not answer:
+        raise ModelError(
+            f"model did not answer within imis.model_timeout_s={timeout_s:g} s on {where} (the call is abandoned)",
+            case_id=case_id,
+            field="--model",
+        )
+    return answer[0]
 
 
 def sequence_metrics(truth: np.ndarray, masks: Mapping[str, list[np.ndarray]], cfg: IMISConfig) -> dict[str, float]:
@@ -186,7 +228,8 @@ def load_model(spec: str, kwargs: tuple[tuple[str, str], ...] = ()) -> Interacti
     loaded with ``mlflow.pyfunc.load_model(uri).unwrap_python_model()`` (the tracking URI from
     ``MLFLOW_TRACKING_URI`` or ``mlflow.set_tracking_uri``).
 
-    Raises :class:`InputError` (field ``--model``) when the model cannot be built or loaded, or when the object
+    Raises :class:`InputError` (field ``--model``) when the model cannot be built or loaded (a factory that
+    raises ``SystemExit`` included; a ``KeyboardInterrupt`` is taken for Ctrl-C and ends the run), or when the object
     does not implement the protocol: a callable ``predict`` that accepts one positional argument, the request
     (an MLflow ``PythonModel`` with only ``predict(context, model_input)`` does not).
     """
@@ -195,7 +238,7 @@ def load_model(spec: str, kwargs: tuple[tuple[str, str], ...] = ()) -> Interacti
 
         try:
             model = mlflow.pyfunc.load_model(spec.removeprefix("mlflow:")).unwrap_python_model()
-        except Exception as exc:
+        except (Exception, SystemExit, GeneratorExit) as exc:
             raise InputError(
                 f"cannot load MLflow model {spec!r}: {type(exc).__name__}: {exc}", field="--model"
             ) from exc
@@ -206,7 +249,7 @@ def load_model(spec: str, kwargs: tuple[tuple[str, str], ...] = ()) -> Interacti
         try:
             factory = getattr(importlib.import_module(module_name), factory_name)
             model = factory(**dict(kwargs))
-        except Exception as exc:
+        except (Exception, SystemExit, GeneratorExit) as exc:
             raise InputError(f"cannot build model {spec!r}: {type(exc).__name__}: {exc}", field="--model") from exc
     if not _takes_one_request(model):
         raise InputError(

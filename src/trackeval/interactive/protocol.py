@@ -26,13 +26,15 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from trackeval.errors import TrackevalError
+from trackeval.errors import InputError
 
 PROMPT_TYPES: tuple[str, ...] = ("point", "box", "text")
 
 
-class ModelError(TrackevalError):
-    """The interactive model misbehaved (wrong output shape or type, or it could not be loaded)."""
+class ModelError(InputError):
+    """The interactive model misbehaved: it raised (``SystemExit`` and ``KeyboardInterrupt`` included), did not
+    answer within ``imis.model_timeout_s``, or returned a wrong output (type, shape, dtype, NaN logits).
+    An input error (exit 2): the model is an input of the evaluation."""
 
 
 @dataclass(frozen=True)
@@ -110,9 +112,17 @@ class InteractiveModel(Protocol):
 
 
 def supported_prompts(model: object) -> tuple[str, ...]:
-    """The prompt types a model declares (``supported_prompts``), all of them when it declares none."""
-    declared = getattr(model, "supported_prompts", PROMPT_TYPES)
-    return tuple(p for p in PROMPT_TYPES if p in declared)
+    """The prompt types a model declares (``supported_prompts``: a collection of names, or one name), all of
+    them when it declares none. Raises :class:`ModelError` when the attribute fails or is not a collection."""
+    try:
+        declared = getattr(model, "supported_prompts", PROMPT_TYPES)
+        names = {declared} if isinstance(declared, str) else set(declared)
+    except Exception as exc:
+        raise ModelError(
+            f"the model's supported_prompts is not a collection of prompt types: {type(exc).__name__}: {exc}",
+            field="supported_prompts",
+        ) from exc
+    return tuple(p for p in PROMPT_TYPES if p in names)
 
 
 def text_prompt(target: str) -> str:
@@ -123,17 +133,23 @@ def text_prompt(target: str) -> str:
 def to_mask(output: object, shape: tuple[int, ...], *, where: str) -> np.ndarray:
     """A model output as a bool mask of ``shape``: masks as is (non-zero), logits thresholded at 0.
 
-    Raises :class:`ModelError` (naming ``where``) for a non-array, a wrong shape or NaN logits.
+    The mask is a new array, never a view of the output (a model may reuse its buffer at the next turn).
+    Raises :class:`ModelError` (naming ``where``) for a non-array, a wrong shape or dtype, or NaN logits.
     """
     if hasattr(output, "detach"):  # a torch tensor
-        output = output.detach().cpu().numpy()
+        try:
+            output = output.detach().cpu().numpy()
+        except Exception as exc:
+            raise ModelError(
+                f"model output cannot be converted to numpy: {type(exc).__name__}: {exc} ({where})"
+            ) from exc
     if not isinstance(output, np.ndarray):
         raise ModelError(f"model returned {type(output).__name__}, expected a numpy array ({where})")
     arr = np.squeeze(output) if output.shape != shape else output
     if arr.shape != shape:
         raise ModelError(f"model output has shape {output.shape}, expected {shape} ({where})")
     if arr.dtype == np.bool_:
-        return arr
+        return arr.copy()
     if np.issubdtype(arr.dtype, np.floating):
         if np.isnan(arr).any():
             raise ModelError(f"model output holds NaN logits ({where})")

@@ -3,8 +3,8 @@
 ``python -m trackeval.interactive.runner --ground-truth DIR --model MODULE:FACTORY [--model-arg K=V]
 --out LOG_DIR [--config params.yaml] [--set imis.seed=7]`` writes ``LOG_DIR/log.jsonl`` and the turn masks under
 ``LOG_DIR/masks/<case>/<target>/<prompt>_<turn>.png`` (``.npz`` for 3D). ``trackeval evaluate imis --predictions
-LOG_DIR/log.jsonl`` then verifies every click against the protocol and scores the log. Exit code 2 with a
-one-line reason on bad input, as the CLI.
+LOG_DIR/log.jsonl`` then verifies every click against the protocol and scores the log. Exit codes and one-line
+errors as the CLI (:func:`trackeval.errors.report_failure`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pydantic import ConfigDict
 
 from trackeval.config import EvalConfig, parse_config
 from trackeval.config.imis import IMISConfig
-from trackeval.errors import InputError, TrackevalError
+from trackeval.errors import InputError, debug_from_env, report_failure
 from trackeval.interactive.logs import log_lines
 from trackeval.interactive.loop import interact_case, load_model, parse_model_args
 from trackeval.interactive.protocol import supported_prompts
@@ -66,9 +66,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cfg = parse_config(_RunnerConfig, args.config, args.overrides).imis
         path = write_log(args.ground_truth, args.model, args.out, cfg, parse_model_args(args.model_arg))
-    except TrackevalError as exc:
-        print(f"trackeval: error: {exc}", file=sys.stderr)
-        return 2
+    except SystemExit:
+        raise
+    except BaseException as exc:
+        return report_failure(exc, "runner", debug=debug_from_env())
     print(f"wrote {path}")
     return 0
 

@@ -1,12 +1,33 @@
-"""Atomic file writes: a reader never sees a truncated file; a failed write leaves nothing behind."""
+"""Atomic writes: a reader never sees a truncated file, and a set of files changes all together or not at all.
+
+:func:`atomic_path` replaces one file. :func:`write_file_set` replaces several files of one folder as a set
+(the results folder's results.json, metrics.json and cases.parquet):
+
+1. every file is written into a fresh staging folder inside the target folder (same file system, so a rename
+   is atomic) and fsync'ed;
+2. each existing target gets a hard link (a copy where links are not supported) in the staging folder, so the
+   previous version survives its replacement;
+3. the files are renamed over their targets in the given order, then the folder is fsync'ed;
+4. on any failure (an exception or ``KeyboardInterrupt`` at any step) the renamed targets are put back from
+   their backups, or removed where there was no previous file: the previous set is left as it was, or nothing.
+
+The staging folder is removed in every case but a killed process (a hidden ``.trackeval-staging-*`` folder is
+then left, and the set may be mixed: readers of a set must detect that; the results folder does, see
+:mod:`trackeval.io.results_folder`).
+"""
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+
+#: prefix of the staging folder :func:`write_file_set` creates inside the target folder
+STAGING_PREFIX = ".trackeval-staging-"
 
 
 @contextlib.contextmanager
@@ -21,3 +42,76 @@ def atomic_path(target: Path) -> Iterator[Path]:
         os.replace(tmp_path, target)
     finally:
         tmp_path.unlink(missing_ok=True)
+
+
+def fsync_path(path: Path) -> None:
+    """Flush a file's (or a folder's entries') data to stable storage; a folder that cannot be opened for
+    fsync on this platform (``EINVAL``/``EISDIR`` on some file systems) is skipped, other errors raise."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    except OSError as exc:
+        if not path.is_dir() or exc.errno not in (errno.EINVAL, errno.EISDIR):
+            raise
+    finally:
+        os.close(fd)
+
+
+def write_file_set(folder: Path, contents: Mapping[str, bytes]) -> dict[str, Path]:
+    """Write ``{file name: bytes}`` into ``folder`` as one set (see the module docstring); returns the paths.
+
+    Names are plain file names (no separators). Files of ``folder`` outside the set are left untouched.
+
+    Raises:
+        OSError: from any step; the previous set is then intact (or absent, if there was none).
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=folder))
+    try:
+        new = {name: staging / name for name in contents}
+        for name, data in contents.items():
+            _write_durable(new[name], data)
+        backups = {name: _backup(folder / name, staging / f"{name}.previous") for name in contents}
+        _switch(folder, new, backups)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return {name: folder / name for name in contents}
+
+
+def _write_durable(path: Path, data: bytes) -> None:
+    with open(path, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _backup(target: Path, backup: Path) -> Path | None:
+    """A hard link (else a copy) of ``target`` at ``backup``; ``None`` when there is no ``target``."""
+    if not target.exists() and not target.is_symlink():
+        return None
+    try:
+        os.link(target, backup, follow_symlinks=False)
+    except OSError:
+        shutil.copy2(target, backup, follow_symlinks=False)
+    return backup
+
+
+def _switch(folder: Path, new: dict[str, Path], backups: dict[str, Path | None]) -> None:
+    """Rename every new file over its target, then fsync the folder; undo every rename on failure."""
+    done: list[str] = []
+    try:
+        for name, path in new.items():
+            os.replace(path, folder / name)
+            done.append(name)
+        fsync_path(folder)
+    except BaseException:
+        for name in reversed(done):
+            backup = backups[name]
+            with contextlib.suppress(OSError):
+                if backup is None:
+                    (folder / name).unlink()
+                else:
+                    os.replace(backup, folder / name)
+        with contextlib.suppress(OSError):
+            fsync_path(folder)
+        raise

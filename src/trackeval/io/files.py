@@ -6,11 +6,13 @@ one; the line for JSON Lines).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import stat
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from trackeval.errors import InputError
 
@@ -19,40 +21,87 @@ JSON_WHITESPACE = " \t\n\r"
 _JSON_TYPE = {list: "an array", str: "a string", int: "a number", float: "a number", bool: "a boolean"}
 
 
-def read_bytes(path: Path, *, case_id: str | None = None) -> bytes:
-    """File bytes; :class:`InputError` naming the file (and ``case_id``) when it is missing or unreadable."""
+@contextlib.contextmanager
+def open_regular(path: Path, *, case_id: str | None = None, follow_symlinks: bool = True) -> Iterator[BinaryIO]:
+    """``path`` opened for binary reading, only if it is a regular file.
+
+    The file is opened non-blocking (a FIFO cannot hang the open) and checked with ``fstat`` on the opened
+    descriptor, so a swap between check and read cannot redirect it. ``follow_symlinks=False`` adds
+    ``O_NOFOLLOW``: a symbolic link (to anything, a loop included) is refused, never followed.
+
+    Raises:
+        InputError: naming the file (and ``case_id``) when it is missing, a symbolic link (when not followed),
+            a folder, FIFO or device, or cannot be opened (a symlink loop, permissions).
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | (0 if follow_symlinks else getattr(os, "O_NOFOLLOW", 0))
+    where = {"file": str(path), "case_id": case_id}
     try:
-        return path.read_bytes()
+        fd = os.open(path, flags)
     except FileNotFoundError as exc:
-        raise InputError("file not found", file=str(path), case_id=case_id) from exc
+        raise InputError("file not found", **where) from exc
     except OSError as exc:
-        raise InputError(f"cannot read file: {exc.strerror or exc}", file=str(path), case_id=case_id) from exc
+        if not follow_symlinks and path.is_symlink():
+            raise InputError("is a symbolic link: refused, never followed", **where) from exc
+        raise InputError(f"cannot read file: {exc.strerror or exc}", **where) from exc
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise InputError("not a regular file: refused", **where)
+        f = os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+    with f:
+        yield f
+
+
+def read_open(
+    f: BinaryIO, path: Path, *, case_id: str | None = None, max_bytes: int | None = None, size: int = -1
+) -> bytes:
+    """``size`` bytes (``-1``: the rest) of an :func:`open_regular` file. A file of more than ``max_bytes`` in all
+    (``None``: no limit) is an :class:`InputError` raised before the excess is read (its size is checked, then at
+    most one byte more than the limit is read, in case it grows)."""
+    where = {"file": str(path), "case_id": case_id}
+    try:
+        total = os.fstat(f.fileno()).st_size
+        if max_bytes is not None and total > max_bytes:
+            raise InputError(f"file is {total} bytes, more than the {max_bytes} bytes allowed for it", **where)
+        want = [n for n in (size, -1 if max_bytes is None else max_bytes - f.tell() + 1) if n >= 0]
+        data = _read_upto(f, min(want)) if want else f.read()
+    except OSError as exc:
+        raise InputError(f"cannot read file: {exc.strerror or exc}", **where) from exc
+    if max_bytes is not None and f.tell() > max_bytes:
+        raise InputError(f"file grew beyond the {max_bytes} bytes allowed for it", **where)
+    return data
+
+
+def _read_upto(f: BinaryIO, n: int) -> bytes:
+    """Up to ``n`` bytes, read in chunks (``f.read(n)`` would allocate ``n`` bytes up front)."""
+    parts = []
+    while n > 0 and (chunk := f.read(min(n, 1 << 24))):
+        parts.append(chunk)
+        n -= len(chunk)
+    return b"".join(parts)
+
+
+def read_bytes(path: Path, *, case_id: str | None = None, max_bytes: int | None = None) -> bytes:
+    """Bytes of a regular file (symbolic links followed: data folders may be DVC or git-annex links).
+
+    Raises:
+        InputError: naming the file (and ``case_id``) when it is missing, not a regular file, unreadable, or
+            larger than ``max_bytes``.
+    """
+    with open_regular(path, case_id=case_id) as f:
+        return read_open(f, path, case_id=case_id, max_bytes=max_bytes)
 
 
 def read_regular_file(path: Path, *, case_id: str | None = None) -> bytes:
-    """Bytes of ``path`` only if it is a regular file that is not a symbolic link (the link is never followed:
-    ``O_NOFOLLOW``, then ``fstat`` on the opened descriptor, so a swap between check and read cannot redirect it).
+    """Bytes of ``path`` only if it is a regular file that is not a symbolic link (never followed).
 
     Used for evidence that is uploaded or trusted (a results folder's files). Raises :class:`InputError` naming
     the file for a symlink, a folder, a FIFO/device, or a missing/unreadable file.
     """
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
-    except FileNotFoundError as exc:
-        raise InputError("file not found", file=str(path), case_id=case_id) from exc
-    except OSError as exc:
-        if path.is_symlink():
-            raise InputError("is a symbolic link: refused, never followed", file=str(path), case_id=case_id) from exc
-        raise InputError(f"cannot read file: {exc.strerror or exc}", file=str(path), case_id=case_id) from exc
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise InputError("not a regular file: refused", file=str(path), case_id=case_id)
-        chunks = []
-        while chunk := os.read(fd, 1 << 24):
-            chunks.append(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
+    with open_regular(path, case_id=case_id, follow_symlinks=False) as f:
+        return read_open(f, path, case_id=case_id)
 
 
 def decode_text(raw: bytes, *, file: Path) -> str:

@@ -30,19 +30,19 @@ from __future__ import annotations
 import io
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-import nibabel as nib
 import numpy as np
 import scipy.sparse
-from PIL import Image, UnidentifiedImageError
 
 from trackeval.config.imis import IMISConfig
 from trackeval.errors import ConfigError, InputError
 from trackeval.io.files import read_bytes
 from trackeval.io.hashing import sha256_bytes, sha256_files, sha256_text
-from trackeval.io.nifti import LabelVolume, check_same_grid, read_bytes_digest, read_label_map
+from trackeval.io.images import check_npz_members, load_image
+from trackeval.io.limits import check_voxels
+from trackeval.io.nifti import check_same_grid, read_bytes_digest, read_image, read_label_map
 from trackeval.io.paths import check_case_id, resolve_inside
 from trackeval.io.tables import read_csv_rows
 
@@ -221,14 +221,9 @@ def to_eval_grid(
 
 
 def _read_png(case: IMISCase) -> tuple[np.ndarray, str]:
-    where = {"file": str(case.image_path), "case_id": case.case_id}
     raw, digest = read_bytes_digest(case.image_path, case_id=case.case_id)
-    try:
-        with Image.open(io.BytesIO(raw)) as img:
-            img.load()
-            rgb = np.asarray(img if img.mode == "RGB" else img.convert("RGB"))
-    except (UnidentifiedImageError, OSError, ValueError) as exc:
-        raise InputError(f"not a readable PNG image: {exc}", field="image", **where) from exc
+    with load_image(raw, file=str(case.image_path), case_id=case.case_id) as img:
+        rgb = np.asarray(img if img.mode == "RGB" else img.convert("RGB"))
     return rgb, digest
 
 
@@ -244,12 +239,16 @@ def parse_label_shape(path: Path, case_id: str | None = None) -> tuple[int, int,
 
 
 def _read_sparse_label(case: IMISCase, image_hw: tuple[int, int]) -> tuple[dict[str, np.ndarray], str]:
+    """The one-hot masks of a CSR ``.npz``: sizes (the file name's and every member's declared shape) are checked
+    before anything is decoded; the 0/1 check runs on the stored values only, the dense masks are bool."""
     path = case.label_path
     where = {"file": str(path), "case_id": case.case_id}
     c, h, w = parse_label_shape(path, case.case_id)
-    _, digest = read_bytes_digest(path, case_id=case.case_id)
+    check_voxels((c, h, w), field="shape", **where)
+    raw, digest = read_bytes_digest(path, case_id=case.case_id)
+    check_npz_members(raw, what="a scipy.sparse .npz matrix", **where)
     try:
-        matrix = scipy.sparse.load_npz(path)
+        matrix = scipy.sparse.load_npz(io.BytesIO(raw))
     except Exception as exc:  # zipfile, pickle and KeyError variants for damaged or foreign .npz files
         raise InputError(f"not a scipy.sparse .npz matrix: {type(exc).__name__}: {exc}", **where) from exc
     if matrix.shape != (c, h * w):
@@ -264,24 +263,21 @@ def _read_sparse_label(case: IMISCase, image_hw: tuple[int, int]) -> tuple[dict[
         raise InputError(
             f"label grid {(h, w)} differs from the image size {image_hw} ({case.image_path})", field="shape", **where
         )
-    dense = matrix.toarray()
-    if not np.isin(dense, (0, 1)).all():
+    matrix = scipy.sparse.csr_matrix(matrix)
+    matrix.sum_duplicates()
+    if not np.isin(matrix.data, (0, 1)).all():
         raise InputError("label values must be 0 or 1 (one-hot channels)", field="values", **where)
-    masks = dense.reshape(c, h, w).astype(bool)
+    masks = matrix.astype(bool).toarray().reshape(c, h, w)
     return {name: masks[i - 1] for name, i in case.targets.items() if i <= c}, digest
 
 
 def _read_nifti_pair(case: IMISCase, cfg: IMISConfig) -> tuple[np.ndarray, dict[str, np.ndarray], str, str]:
     label = read_label_map(case.label_path, case_id=case.case_id)
-    try:
-        img = nib.load(case.image_path)
-        data = np.asarray(img.dataobj, dtype=np.float32)
-        if data.ndim == label.array.ndim + 1 and data.shape[-1] == 1:
-            data = data[..., 0]
-    except Exception as exc:  # nibabel raises many types on damaged files
-        raise InputError(f"not a readable NIfTI image: {exc}", file=str(case.image_path), case_id=case.case_id) from exc
-    image = LabelVolume(data, np.asarray(img.affine, float), label.spacing, "", str(case.image_path))
-    check_same_grid(label, image, case_id=case.case_id, tolerance=cfg.geometry_tolerance)
+    image = read_image(case.image_path, case_id=case.case_id)
+    data = image.array
+    if data.ndim == label.array.ndim + 1 and data.shape[-1] == 1:
+        data = data[..., 0]
+    check_same_grid(label, replace(image, array=data), case_id=case.case_id, tolerance=cfg.geometry_tolerance)
     targets = case.targets or {f"label_{int(v)}": int(v) for v in np.unique(label.array) if v != 0}
     masks = {name: label.array == i for name, i in targets.items()}
-    return data, masks, read_bytes_digest(case.image_path, case_id=case.case_id)[1], label.digest
+    return data, masks, image.digest, label.digest

@@ -27,10 +27,16 @@ def check_case_id(case_id: str, *, file: str, field: str = "case_id") -> str:
 
 
 def resolve_inside(root: Path, name: str, *, case_id: str) -> Path:
-    """``root / name``, refusing a path (e.g. through a symlink) that resolves outside ``root``."""
+    """``root / name``, refusing a path (e.g. through a symlink) that resolves outside ``root``, and one that
+    cannot be resolved (a symbolic link loop: Python raises ``RuntimeError`` or ``OSError`` for it)."""
     path = root / name
-    real_root = root.resolve()
-    real = path.resolve()
+    try:
+        real_root = root.resolve()
+        real = path.resolve()
+    except (RuntimeError, OSError) as exc:
+        raise InputError(
+            f"cannot resolve the path (a symbolic link loop?): {exc}", file=str(path), case_id=case_id
+        ) from exc
     if real != real_root and real_root not in real.parents:
         raise InputError(f"{path} resolves outside the data root {root}", file=str(path), case_id=case_id)
     return path

@@ -1,20 +1,43 @@
-"""A results folder: results.json, metrics.json (DVC metrics) and cases.parquet, written as one set.
+"""A results folder: results.json, metrics.json (DVC metrics) and cases.parquet, written and read as one set.
 
-Every sink (MLflow, DVC, the report) reads results through :func:`read_results`; :func:`write_outputs` is the
-only writer.
+Every sink (MLflow, DVC, the report, the gate) reads results through :func:`read_results` (or
+:func:`read_results_files`, which also returns the verified bytes to upload); :func:`write_outputs` is the only
+writer.
+
+**Why the set is written in place, with backups, and verified on reading.** ``--out`` folders also hold files that
+are not part of the set (``figures/``, ``report.html``, ``plot.csv``, ``plots/``, ``headline.json``), and the DVC
+pipeline declares each of the three files as its own output at a fixed path. Switching a fresh sibling folder in
+(a directory rename or a symlink) would drop or hide those files, and a symlinked ``results.json`` is refused by the
+reader; a separate commit record would not be restored by ``dvc checkout`` with the files it names, so it would
+refuse valid checked-out results. Instead:
+
+* writing (:func:`trackeval.io.atomic.write_file_set`): all three files are written and fsync'ed in a staging
+  folder inside ``out``, then renamed into place (results.json last, so a first write that is killed leaves no
+  results.json at all), the folder fsync'ed; a failure at any step puts back the previous files (kept as hard
+  links), so the previous complete set stays, or nothing;
+* reading: metrics.json and cases.parquet are pure functions of results.json, so results.json is itself the
+  commit record of the set. :func:`read_results` verifies both against it (:mod:`trackeval.io.evidence`),
+  and recomputes the aggregates that the case records determine. A set mixed by a killed writer, a hand-edited
+  headline or a stale file is refused with an :class:`~trackeval.errors.InputError` naming the file and key.
+
+Every file of a results folder is read with :func:`~trackeval.io.files.read_regular_file`: a symbolic link (to
+anything) is refused, never followed.
 """
 
 from __future__ import annotations
 
-import contextlib
+import io
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
 from trackeval.errors import InputError, OutputError
-from trackeval.io.atomic import atomic_path
+from trackeval.io.atomic import write_file_set
+from trackeval.io.evidence import verify_aggregates, verify_cases, verify_metrics
+from trackeval.io.files import read_regular_file
 from trackeval.results import BenchmarkResult
 
 if TYPE_CHECKING:
@@ -27,6 +50,8 @@ METRICS_DIGITS = 10
 RESULTS_JSON = "results.json"
 METRICS_JSON = "metrics.json"
 CASES_PARQUET = "cases.parquet"
+#: the set, in the order it is renamed into place (results.json last)
+OUTPUT_FILES = (CASES_PARQUET, METRICS_JSON, RESULTS_JSON)
 
 
 def cases_frame(result: BenchmarkResult) -> pd.DataFrame:
@@ -53,34 +78,84 @@ def metrics_file(result: BenchmarkResult) -> dict[str, float]:
     return {k: float(f"{v:.{METRICS_DIGITS}g}") for k, v in result.flat_metrics().items()}
 
 
-def write_outputs(result: BenchmarkResult, out_dir: Path) -> dict[str, Path]:
-    """Write the three files into ``out_dir``: all are renamed into place only once all were written,
-    so a failure (disk full, read-only folder) leaves no partial set. Returns their paths."""
-    paths = {name: out_dir / name for name in (RESULTS_JSON, METRICS_JSON, CASES_PARQUET)}
+def output_bytes(result: BenchmarkResult) -> dict[str, bytes]:
+    """The three files' bytes, in :data:`OUTPUT_FILES` order."""
+    parquet = io.BytesIO()
+    cases_frame(result).to_parquet(parquet, index=False)
     metrics = json.dumps(metrics_file(result), sort_keys=True, indent=1, allow_nan=False) + "\n"
+    return {
+        CASES_PARQUET: parquet.getvalue(),
+        METRICS_JSON: metrics.encode("utf-8"),
+        RESULTS_JSON: result.to_json().encode("utf-8"),
+    }
+
+
+def write_outputs(result: BenchmarkResult, out_dir: Path) -> dict[str, Path]:
+    """Write the three files into ``out_dir`` as one set (see the module docstring); returns their paths.
+
+    Raises:
+        OutputError: a step failed (read-only folder, disk full, ``out_dir`` is a file...); the previous set is
+            then left as it was, or there is none.
+    """
+    contents = output_bytes(result)
     try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        with contextlib.ExitStack() as stack:
-            tmp = {name: stack.enter_context(atomic_path(path)) for name, path in paths.items()}
-            cases_frame(result).to_parquet(tmp[CASES_PARQUET], index=False)
-            tmp[METRICS_JSON].write_text(metrics, encoding="utf-8")
-            tmp[RESULTS_JSON].write_text(result.to_json(), encoding="utf-8")
+        return write_file_set(out_dir, contents)
     except OSError as exc:
         raise OutputError(f"cannot write the outputs to {out_dir}: {exc.strerror or exc}") from exc
-    return paths
 
 
-def read_results(folder: Path) -> BenchmarkResult:
-    """Load and validate ``folder/results.json`` (a results folder, or the file itself)."""
-    path = folder if folder.suffix == ".json" else folder / RESULTS_JSON
+@dataclass(frozen=True)
+class ResultsFiles:
+    """A verified results set: the validated result and the exact bytes that were verified, by file name
+    (upload these, not a second read of the folder)."""
+
+    result: BenchmarkResult
+    files: dict[str, bytes]
+
+
+def read_results_files(path: Path) -> ResultsFiles:
+    """Read and verify a results folder (all three files), or a lone results.json (``path`` ends in ``.json``:
+    an artifact downloaded from MLflow), see the module docstring.
+
+    Raises:
+        InputError: naming the file (and the field or key): a missing member, a symbolic link or other
+            non-regular file, an invalid results.json, a metrics.json / cases.parquet that does not match it, or
+            an aggregate that contradicts the case records.
+    """
+    results_path = path if path.suffix == ".json" else path / RESULTS_JSON
+    raw = read_regular_file(results_path)
+    result = _validate(raw, results_path)
+    verify_aggregates(result, file=results_path)
+    files = {RESULTS_JSON: raw}
+    if path.suffix != ".json":
+        files[METRICS_JSON] = read_regular_file(path / METRICS_JSON)
+        verify_metrics(files[METRICS_JSON], metrics_file(result), file=path / METRICS_JSON)
+        files[CASES_PARQUET] = read_regular_file(path / CASES_PARQUET)
+        verify_cases(
+            files[CASES_PARQUET],
+            cases_frame(result),
+            keys=("case_id", result.item_kind),
+            file=path / CASES_PARQUET,
+        )
+    return ResultsFiles(result, files)
+
+
+def read_results(path: Path) -> BenchmarkResult:
+    """The verified result of a results folder or a lone results.json (:func:`read_results_files`)."""
+    return read_results_files(path).result
+
+
+def _validate(raw: bytes, path: Path) -> BenchmarkResult:
     try:
-        return BenchmarkResult.model_validate_json(path.read_bytes())
-    except OSError as exc:
-        raise InputError(f"cannot read results: {exc.strerror or exc}", file=str(path)) from exc
+        return BenchmarkResult.model_validate_json(raw)
     except ValidationError as exc:
         first = exc.errors()[0]
         raise InputError(
             f"not a trackeval results file: {first['msg']}",
             file=str(path),
-            field=".".join(str(p) for p in first["loc"]),
+            field=".".join(str(p) for p in first["loc"]) or None,
         ) from exc
+    except InputError as exc:  # a validator's own located error (e.g. a group column colliding with an output)
+        if exc.file:
+            raise
+        raise InputError(exc.message, file=str(path), case_id=exc.case_id, field=exc.field) from exc

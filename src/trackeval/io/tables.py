@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import io
 from pathlib import Path
 
 from trackeval.errors import InputError
@@ -12,16 +13,27 @@ from trackeval.io.files import decode_text, read_bytes
 def read_csv_rows(path: Path, required: tuple[str, ...]) -> list[dict[str, str]]:
     """Read a CSV file into ``{column: stripped value}`` rows.
 
+    The csv module parses the real text (``newline=""``), so a quoted field may hold a line break (``\n``,
+    ``\r\n``, U+2028...) and only an unquoted ``\n``, ``\r\n`` or ``\r`` ends a row. Line numbers are physical
+    lines of the file (the line a row starts on), counted from 1 for the header.
+
     Raises :class:`InputError` naming the file (and line/column) for a missing or unreadable file, a
     non-UTF-8 encoding, a missing required column, a ragged row, or a file without data rows.
     """
     text = decode_text(read_bytes(path), file=path)
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
     try:
-        reader = csv.reader(text.splitlines())
         header = [h.strip() for h in next(reader, [])]
-        rows = [(i, r) for i, r in enumerate(reader, start=2) if any(c.strip() for c in r)]
+        rows = []
+        line = reader.line_num + 1
+        for r in reader:
+            if any(c.strip() for c in r):
+                rows.append((line, r))
+            line = reader.line_num + 1
     except csv.Error as exc:
-        raise InputError(f"malformed CSV: {exc}", file=str(path)) from exc
+        raise InputError(
+            f"malformed CSV on line {reader.line_num}: {exc}", file=str(path), field=f"line {reader.line_num}"
+        ) from exc
     if not header or not any(header):
         raise InputError("empty file: no header row", file=str(path))
     missing = [c for c in required if c not in header]

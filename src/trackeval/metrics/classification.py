@@ -244,6 +244,26 @@ def threshold_at_sensitivity(y: np.ndarray, scores: np.ndarray, target: float = 
     return float(pos_scores[need - 1])
 
 
+def undefined_roc_point(y: np.ndarray) -> str:
+    """Why no ROC operating point can be chosen from the labels ``y``, ``""`` when one can.
+
+    An operating point is a (sensitivity, specificity) pair of the ROC curve: it needs both classes. Without a
+    positive, ``sklearn.metrics.roc_curve``'s TPR is NaN (``"no positive"``); without a negative, its FPR is
+    NaN (``"no negative"``); no label at all gives ``"no label"``.
+
+    Examples:
+        >>> from trackeval.metrics.classification import undefined_roc_point
+        >>> [undefined_roc_point(y) for y in ([0, 1, 0], [0, 0], [1], [])]
+        ['', 'no positive', 'no negative', 'no label']
+    """
+    pos = np.asarray(y).astype(bool)
+    if pos.size == 0:
+        return "no label"
+    if not pos.any():
+        return "no positive"
+    return "" if not pos.all() else "no negative"
+
+
 def operating_point(y: np.ndarray, scores: np.ndarray, threshold: float) -> OperatingPoint:
     """Confusion counts of ``score >= threshold`` (a NaN threshold calls nothing positive).
 

@@ -7,8 +7,9 @@ columns, probabilities in [0, 1]). Optional ``--validation DIR`` with its own ``
 
 Per finding: AUROC with its DeLong CI; sensitivity, specificity and PPV of ``score >= t`` where ``t`` is the
 highest threshold reaching 95% sensitivity (on the validation set when given, else on the test set: the source
-is logged as ``xray_run.operating_point``); ECE with ``xray.cls.ece_bins`` bins. Headlines are macro means over
-findings; the macro AUROC CI uses the DeLong influence terms of all findings on the same images
+is logged as ``xray_run.operating_point``; a source without a positive or without a negative for the finding
+defines no point: NaN and a warning naming the finding); ECE with ``xray.cls.ece_bins`` bins. Headlines are
+macro means over findings; the macro AUROC CI uses the DeLong influence terms of all findings on the same images
 (:func:`trackeval.metrics.classification.delong_influence`); sensitivity/specificity/PPV CIs come from an
 image-level bootstrap at the fixed thresholds. Uncertain labels follow ``xray.cls.uncertain``.
 """
@@ -32,6 +33,7 @@ from trackeval.metrics.classification import (
     delong_influence,
     expected_calibration_error,
     threshold_at_sensitivity,
+    undefined_roc_point,
     wald_interval,
 )
 from trackeval.results import CaseRecord, MetricSummary, metric_key
@@ -153,6 +155,28 @@ def load_split(labels_csv: Path, scores_csv: Path, policy: str) -> Table:
     return Table(ids, findings, tokens, labels, scores, n_uncertain)
 
 
+def _threshold(finding: str, y: np.ndarray, s: np.ndarray, val: Table | None, val_file: str) -> tuple[float, str]:
+    """The operating-point threshold of one finding at :data:`TARGET_SENSITIVITY` and ``""``, chosen on the
+    validation split when there is one (else on the test labels ``y`` / scores ``s``, uncertain entries removed).
+
+    When that split lacks a class for the finding (no positive, or no negative: the ROC curve's TPR or FPR is
+    undefined), no point can be chosen: NaN and a warning naming the finding, so that the finding's
+    sensitivity, specificity and PPV at the point are NaN, never a fake 0 / 1.
+    """
+    if val is not None:
+        k = val.findings.index(finding)
+        v_ok = ~np.isnan(val.labels[:, k])
+        y, s = val.labels[v_ok, k].astype(np.int8), val.scores[v_ok, k]
+    reason = undefined_roc_point(y)
+    if reason:
+        source = f"the validation labels ({val_file})" if val is not None else "the test labels"
+        return math.nan, (
+            f"finding {finding!r}: no operating point at 95% sensitivity: {source} have {reason} for it "
+            "(uncertain labels left out); its threshold and sens/spec/ppv_at_sens95 are NaN"
+        )
+    return threshold_at_sensitivity(y, s, TARGET_SENSITIVITY), ""
+
+
 def evaluate(inputs: TaskInputs, cfg: EvalConfig) -> TaskOutput:
     """Score the classification task (see the module docstring)."""
     c, boot = cfg.xray.cls, cfg.bootstrap
@@ -166,7 +190,9 @@ def evaluate(inputs: TaskInputs, cfg: EvalConfig) -> TaskOutput:
                 file=str(inputs.validation / "labels.csv"),
                 field="header",
             )
+    validation_file = str(inputs.validation / "labels.csv") if inputs.validation is not None else ""
     n_img, n_f = test.labels.shape
+    notes: list[str] = []
     phi = np.zeros((n_img, n_f))
     called = np.full((n_img, n_f), np.nan)
     out: dict[str, MetricSummary] = {}
@@ -185,15 +211,11 @@ def evaluate(inputs: TaskInputs, cfg: EvalConfig) -> TaskOutput:
                 variance_ok = False
             else:
                 phi[ok, j] = delong_influence(y, d)
-        if val is not None:
-            k = val.findings.index(test.findings[j])
-            v_ok = ~np.isnan(val.labels[:, k])
-            threshold = threshold_at_sensitivity(
-                val.labels[v_ok, k].astype(np.int8), val.scores[v_ok, k], TARGET_SENSITIVITY
-            )
+        threshold, note = _threshold(test.findings[j], y, s, val, validation_file)
+        if note:
+            notes.append(note)
         else:
-            threshold = threshold_at_sensitivity(y, s, TARGET_SENSITIVITY)
-        called[ok, j] = test.scores[ok, j] >= threshold
+            called[ok, j] = test.scores[ok, j] >= threshold
         out[metric_key(PREFIX, "threshold_at_sens95", "by_finding", token)] = summary(threshold, n_img, int(ok.sum()))
         ece = expected_calibration_error(y, s, c.ece_bins)
         eces.append(ece)
@@ -241,6 +263,7 @@ def evaluate(inputs: TaskInputs, cfg: EvalConfig) -> TaskOutput:
         ground_truth_digest=sha256_files(*gt_files),
         predictions_digest=sha256_files(*pred_files),
         summary={"n_images": n_img, "n_findings": n_f, "n_uncertain_labels": test.n_uncertain},
+        warnings=notes,
         params={
             "operating_point": "validation" if val is not None else "test",
             "target_sensitivity": TARGET_SENSITIVITY,

@@ -14,13 +14,11 @@ is scored as all background (``xray.seg.missing_prediction: worst``) or left NaN
 
 from __future__ import annotations
 
-import io
 import logging
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from PIL import Image, UnidentifiedImageError
 
 from trackeval.benchmarks.segmentation import present_labels
 from trackeval.benchmarks.summaries import mean_summaries
@@ -29,6 +27,7 @@ from trackeval.config import EvalConfig
 from trackeval.engine.executors import map_cases
 from trackeval.errors import InputError
 from trackeval.io.hashing import sha256_text
+from trackeval.io.images import load_image
 from trackeval.io.nifti import read_bytes_digest, read_label_map
 from trackeval.io.paths import check_case_id, resolve_inside
 from trackeval.io.tables import read_csv_rows
@@ -69,18 +68,18 @@ def read_label_image(path: Path, *, case_id: str) -> tuple[np.ndarray, str]:
     """A 2D integer label map from PNG or NIfTI and the file's sha256; :class:`InputError` when it is not one."""
     if path.name.lower().endswith(".png"):
         raw, digest = read_bytes_digest(path, case_id=case_id)
-        try:
-            with Image.open(io.BytesIO(raw)) as img:
-                if img.mode not in _PNG_MODES:
-                    raise InputError(
-                        f"PNG mode {img.mode} is not a label map (expected greyscale or palette)",
-                        file=str(path),
-                        case_id=case_id,
-                        field="mode",
-                    )
+        with load_image(raw, file=str(path), case_id=case_id) as img:
+            if img.mode not in _PNG_MODES:
+                raise InputError(
+                    f"PNG mode {img.mode} is not a label map (expected greyscale or palette)",
+                    file=str(path),
+                    case_id=case_id,
+                    field="mode",
+                )
+            try:
                 array = np.asarray(img)
-        except (UnidentifiedImageError, OSError, SyntaxError) as exc:
-            raise InputError(f"not a readable PNG file: {exc}", file=str(path), case_id=case_id) from exc
+            except (OSError, SyntaxError, ValueError) as exc:  # a truncated stream fails only when decoded
+                raise InputError(f"not a readable PNG file: {exc}", file=str(path), case_id=case_id) from exc
         array = array.astype(np.uint8) if array.dtype == bool else array
         if array.dtype.kind == "i" and array.size and array.min() < 0:
             raise InputError(f"negative label value {int(array.min())}", file=str(path), case_id=case_id)
