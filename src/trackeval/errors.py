@@ -32,11 +32,19 @@ class InputError(TrackevalError):
         super().__init__(str(self))
 
     def __str__(self) -> str:
-        where = [f"{k}={v}" for k, v in (("file", self.file), ("case", self.case_id), ("field", self.field)) if v]
+        where = [
+            f"{k}={_printable(v)}" for k, v in (("file", self.file), ("case", self.case_id), ("field", self.field)) if v
+        ]
         return f"{self.message} [{', '.join(where)}]" if where else self.message
 
     def __reduce__(self):  # picklable across process pools, subclasses included
         return (_rebuild_input_error, (type(self), self.message, self.file, self.case_id, self.field))
+
+
+def _printable(value: str) -> str:
+    """``value`` as is, or its ``repr`` when it holds a line break or another non-printable character (a case id
+    read from user data may hold anything; the error must stay on one line and show what is there)."""
+    return value if value.isprintable() else repr(value)
 
 
 def _rebuild_input_error(
