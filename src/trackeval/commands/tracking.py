@@ -1,7 +1,8 @@
 """``trackeval track``, ``trackeval promote`` and ``trackeval compare`` (wired into :mod:`trackeval.cli`).
 
 Exit codes: ``track`` / ``compare`` 0 on success; ``promote`` 0 pass, 1 fail (also with ``--dry-run``); any
-``TrackevalError`` 2.
+``TrackevalError`` 2, among them ``compare`` asked for something it cannot pair (a missing version, no common
+unit, results of other data or protocol, no paired case: the units that did pair are still printed).
 
 ``compare --markdown -`` and ``promote --summary -`` write the Markdown to standard output; the terminal tables
 then go to standard error, so the output can be appended as is to a file such as ``$GITHUB_STEP_SUMMARY``.
@@ -24,6 +25,7 @@ from trackeval.errors import InputError, OutputError
 
 if TYPE_CHECKING:
     from trackeval.config import GateConfig
+    from trackeval.gate.compare import BenchmarkComparison
     from trackeval.gate.decide import Decision
     from trackeval.gate.policy import UnitPolicy
     from trackeval.tracking.client import Mlflow
@@ -107,7 +109,9 @@ def run_track(args: argparse.Namespace) -> int:
     console = Console(stderr=True)
     for t in track_results(list(args.results), cfg.tracking, model or None, replace=args.replace):
         state = "logged" if t.logged else "already tracked"
-        console.print(f"{t.folder}: {t.unit} {t.model} {state} as run {t.run_id}", highlight=False, soft_wrap=True)
+        repaired = f"; completed now: {', '.join(t.repaired)}" if t.repaired else ""
+        line = f"{t.folder}: {t.unit} {t.model} {state} as run {t.run_id}{repaired}"
+        console.print(line, highlight=False, soft_wrap=True, markup=False)
     console.print(f"tracking URI: {tracking_uri(cfg.tracking)}", highlight=False, soft_wrap=True)
     console.print(f"MLflow UI: {Mlflow(cfg.tracking).ui_url()}", highlight=False, soft_wrap=True)
     return 0
@@ -250,7 +254,21 @@ def run_compare(args: argparse.Namespace) -> int:
                     tmp.write_text(text(), encoding="utf-8")
             except OSError as exc:
                 raise OutputError(f"cannot write {path}: {exc.strerror or exc}") from exc
+    _require_paired(args.a, args.b, comparisons)
     return 0
+
+
+def _require_paired(a: str, b: str, comparisons: list[BenchmarkComparison]) -> None:
+    """``compare`` fails (exit 2, one line naming the unit's metric) when a unit it was asked to compare could
+    not be paired: other ground truth, protocol or case set, or no case with a value on both sides. The units
+    that paired are printed and written all the same."""
+    unpaired = [c for c in comparisons if c.problems]
+    if unpaired:
+        first = unpaired[0]
+        more = f" (and {len(unpaired) - 1} more unit(s))" if len(unpaired) > 1 else ""
+        raise InputError(
+            f"cannot pair {a} with {b} on {first.benchmark}: {'; '.join(first.problems)}{more}", field=first.metric
+        )
 
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {

@@ -248,6 +248,9 @@ def compare_results(
             return paired_bootstrap(cm[rows], bm[rows], n_resamples, group_seed(seed, key), confidence)
 
     whole = analyse(head_key, slice(None))
+    if whole.n_pairs.sum() == 0:
+        out.problems = [f"no paired cases: no case has a {per_case} value in both results"]
+        return out
     out.rows.append(_headline_row(bench, head_key, "", "", whole))
     if cand.item_kind in dimensions:
         for j, item in enumerate(items):

@@ -3,6 +3,13 @@
 Faults: each MLflow call is retried ``tracking.retries`` times with exponential backoff on transient errors
 (unreachable server, 5xx, locked database), then :class:`TrackingError` says so. Any exception (or SIGTERM) while
 a run is open ends it FAILED.
+
+Concurrency: a local store (SQLite database or file store) is written under :func:`store_lock`, a file lock beside
+it, so two ``trackeval track`` processes take turns (also on a store that does not exist yet: the first one creates
+it). A server store cannot be locked from here; writers there create, then deduplicate (``trackeval.tracking.track``).
+
+Filter strings: :func:`quote` is the one way a value enters an MLflow filter, and :func:`check_model_ref` the one
+rule for what a model name or version may hold.
 """
 
 from __future__ import annotations
@@ -12,12 +19,13 @@ import logging
 import os
 import signal
 import time
+import unicodedata
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from trackeval.config import TrackingConfig
-from trackeval.errors import TrackevalError
+from trackeval.errors import InputError, TrackevalError
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +38,15 @@ EXPERIMENT_KIND_TAG, EXPERIMENT_KIND = "mlflow.experimentKind", "custom_model_de
 
 class TrackingError(TrackevalError):
     """MLflow could not be reached or refused a call after the bounded retries."""
+
+
+def error_code(exc: BaseException) -> str | None:
+    """MLflow's error code (``RESOURCE_DOES_NOT_EXIST``, ``RESOURCE_ALREADY_EXISTS``...) behind a
+    :class:`TrackingError`, or None when the cause was not an MLflow answer (e.g. a transport failure)."""
+    from mlflow.exceptions import MlflowException
+
+    cause = exc.__cause__
+    return str(cause.error_code) if isinstance(cause, MlflowException) else None
 
 
 def tracking_uri(cfg: TrackingConfig) -> str:
@@ -62,7 +79,8 @@ class Mlflow:
 
         self.cfg = cfg
         self.uri = tracking_uri(cfg)
-        self.client = MlflowClient(tracking_uri=self.uri, registry_uri=self.uri)
+        # opening a client opens (and on first use creates) the store: retried and reported like any call
+        self.client = self.call("open the store", MlflowClient, tracking_uri=self.uri, registry_uri=self.uri)
         self._experiment_id: str | None = None
 
     @contextlib.contextmanager
@@ -114,27 +132,31 @@ class Mlflow:
 
     def experiment_id(self) -> str:
         """The configured experiment, created on first use (local artifact folder on a non-HTTP store), tagged
-        as a model-development experiment so the MLflow 3 UI opens it in the model-training view."""
+        as a model-development experiment so the MLflow 3 UI opens it in the model-training view. When another
+        process creates it at the same moment (a server store), the one it created is used."""
         if self._experiment_id is None:
             name = self.cfg.experiment
             exp = self.call("get_experiment_by_name", self.client.get_experiment_by_name, name)
-            if exp is not None:
-                self._experiment_id = str(exp.experiment_id)
-                if exp.tags.get(EXPERIMENT_KIND_TAG) != EXPERIMENT_KIND:
-                    set_tag = self.client.set_experiment_tag
-                    self.call("set_experiment_tag", set_tag, self._experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
-            else:
-                location = None
-                if not self.uri.startswith(("http://", "https://", "databricks")):
-                    location = Path(self.cfg.artifact_location).resolve().as_uri()
-                self._experiment_id = self.call(
-                    "create_experiment",
-                    self.client.create_experiment,
-                    name,
-                    artifact_location=location,
-                    tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND},
-                )
+            if exp is None:
+                try:
+                    self._experiment_id = str(self._create_experiment(name))
+                    return self._experiment_id
+                except TrackingError as exc:
+                    if error_code(exc) != "RESOURCE_ALREADY_EXISTS":
+                        raise
+                exp = self.call("get_experiment_by_name", self.client.get_experiment_by_name, name)
+            self._experiment_id = str(exp.experiment_id)
+            if exp.tags.get(EXPERIMENT_KIND_TAG) != EXPERIMENT_KIND:
+                set_tag = self.client.set_experiment_tag
+                self.call("set_experiment_tag", set_tag, self._experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
         return self._experiment_id
+
+    def _create_experiment(self, name: str) -> str:
+        location = None  # a server chooses its own
+        if not self.uri.startswith(("http://", "https://", "databricks")):
+            location = Path(self.cfg.artifact_location).resolve().as_uri()
+        create, tags = self.client.create_experiment, {EXPERIMENT_KIND_TAG: EXPERIMENT_KIND}
+        return self.call("create_experiment", create, name, artifact_location=location, tags=tags)
 
     def ui_url(self) -> str:
         """The experiment's runs in the MLflow UI's model-training view (``?workflowType=machine_learning``; the
@@ -176,9 +198,134 @@ class Mlflow:
         self.call("set_terminated", self.client.set_terminated, run_id, "FINISHED")
 
 
+#: the longest model name or version: an evaluation run is named ``<unit> <name>/<version>``, and MLflow keeps
+#: run names (and SQL stores their columns) to 250 characters
+MAX_MODEL_REF_CHARS = 100
+#: characters a model name cannot hold: MLflow refuses ``/`` and ``:`` in registered model names; ``@`` separates
+#: ``NAME@ALIAS`` (``compare``, ``promote --candidate``), ``/`` also ``NAME/VERSION``
+_NAME_FORBIDDEN = "/:@"
+
+
 def quote(value: str) -> str:
-    """``value`` inside a single-quoted MLflow filter string (``tags.x = '<value>'``)."""
-    return value.replace("\\", "\\\\").replace("'", "\\'")
+    """``value`` as a single-quoted MLflow filter literal (``'seg'``, for ``tags.x = 'seg'``).
+
+    MLflow reads the text between the quotes as is: it never unescapes (``\\'`` stays two characters), and its
+    LoggedModel search accepts single quotes only, so a value holding ``'`` cannot be spelled at all; its parser
+    (sqlparse) also reads a backslash before the closing quote as escaping it, so a value cannot end with ``\\``.
+    Anything else (``"``, other backslashes, ``%``, ``_``, backticks, spaces, unicode) is matched exactly. Model
+    names and versions are checked up front (:func:`check_model_ref`); other values are hex digests and constants.
+
+    Raises:
+        ValueError: ``value`` holds a single quote or ends with a backslash (a bug: the caller should have
+            checked it).
+    """
+    if "'" in value or value.endswith("\\"):
+        raise ValueError(f"{value!r} cannot be quoted in an MLflow filter string")
+    return f"'{value}'"
+
+
+def check_model_ref(value: str, part: Literal["name", "version"], *, file: str | None = None) -> str:
+    """``value`` if MLflow can store and find it as a model ``part``; else :class:`InputError` (field
+    ``model.name`` / ``model.version``, and ``file`` when it came from a results file).
+
+    Refused: empty, longer than :data:`MAX_MODEL_REF_CHARS`, leading or trailing whitespace, control or
+    line-separator characters, a single quote or a trailing backslash (:func:`quote`); for a name also ``/``,
+    ``:``, ``@`` and a name MLflow reads as a path (``.``, ``..x``); for a version a leading ``@`` (it reads as
+    an alias). Everything else (``"``, other backslashes, spaces, ``%``, ``_``, backticks, unicode; a version
+    holding ``/`` or ``@``) works end to end: track, promote, compare.
+    """
+    problem = _model_ref_problem(value, part)
+    if problem:
+        raise InputError(f"model {part} {value[:60]!r} {problem}", file=file, field=f"model.{part}")
+    return value
+
+
+def _model_ref_problem(value: str, part: str) -> str | None:
+    """Why ``value`` cannot be a model ``part`` (None when it can)."""
+    bad = sorted({c for c in value if unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp")})
+    forbidden = sorted({c for c in value if c == "'" or (part == "name" and c in _NAME_FORBIDDEN)})
+    if not value.strip():
+        return "is empty: pass --model-name and --model-version (or set them in results.json)"
+    if len(value) > MAX_MODEL_REF_CHARS:
+        return f"is {len(value)} characters long; at most {MAX_MODEL_REF_CHARS} are allowed"
+    if bad:
+        return f"holds control character(s) {', '.join(f'U+{ord(c):04X}' for c in bad)}"
+    if value != value.strip():
+        return "starts or ends with whitespace"
+    if forbidden:
+        return f"holds {' '.join(forbidden)}, which MLflow cannot store or search in a model {part}"
+    if value.endswith("\\"):
+        return "ends with a backslash, which MLflow's filter parser reads as escaping the closing quote"
+    if part == "name" and (value == "." or value.startswith("..")):
+        return "reads as a relative path, which MLflow refuses as a registered model name"
+    if part == "version" and value.startswith("@"):
+        return "starts with @, which reads as an alias (NAME@ALIAS)"
+    return None
+
+
+def local_store(uri: str) -> Path | None:
+    """The file or folder of a local store: the database of ``sqlite:///PATH`` (relative to the working
+    directory; ``sqlite:////abs``), the folder of ``file:///PATH`` or of a plain path; None for anything else
+    (an HTTP or database server, an in-memory database)."""
+    from urllib.parse import unquote, urlparse
+
+    if uri.startswith("databricks"):
+        return None
+    if uri.startswith("sqlite:///"):
+        path = uri[len("sqlite:///") :].split("?", 1)[0]
+        return Path(path) if path and path != ":memory:" else None
+    parsed = urlparse(uri)
+    if parsed.scheme == "file":
+        return Path(unquote(parsed.path))
+    if parsed.scheme == "":  # a plain path
+        return Path(uri)
+    return None
+
+
+#: how long ``track`` waits for another process writing to the same local store (s)
+LOCK_TIMEOUT_S = 600.0
+#: suffix of the lock file beside a local store (``mlflow.db`` -> ``mlflow.db.trackeval.lock``)
+LOCK_SUFFIX = ".trackeval.lock"
+
+
+@contextlib.contextmanager
+def store_lock(uri: str, timeout_s: float | None = None) -> Iterator[Path | None]:
+    """Hold the file lock beside the local store of ``uri`` (yields its path); a server store: nothing to lock
+    (yields None). The lock is an OS lock (``flock``): a holder that dies releases it, so a stale lock file is
+    harmless.
+
+    Raises:
+        InputError: the store's folder does not exist (field ``tracking.uri``).
+        TrackingError: another process held the lock for ``timeout_s`` (default :data:`LOCK_TIMEOUT_S`).
+    """
+    from filelock import FileLock, Timeout
+
+    store = local_store(uri)
+    if store is None:
+        yield None
+        return
+    if not store.resolve().parent.is_dir():
+        raise InputError(
+            f"the folder of the tracking store {uri} does not exist: {store.resolve().parent}", field="tracking.uri"
+        )
+    path = Path(f"{store}{LOCK_SUFFIX}")
+    lock = FileLock(str(path))
+    timeout = LOCK_TIMEOUT_S if timeout_s is None else timeout_s
+    try:
+        try:
+            lock.acquire(timeout=0)
+        except Timeout:
+            log.warning("another trackeval process is writing to %s; waiting up to %gs for %s", uri, timeout, path)
+            lock.acquire(timeout=timeout)
+    except Timeout as exc:
+        raise TrackingError(
+            f"another trackeval process kept the tracking store {uri} locked for {timeout:g}s (lock {path}); "
+            "wait for it to finish, then run the command again"
+        ) from exc
+    try:
+        yield path
+    finally:
+        lock.release()
 
 
 def _one_line(exc: BaseException) -> str:

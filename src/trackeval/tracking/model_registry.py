@@ -15,6 +15,7 @@ tag; the candidate version gets ``trackeval.gate.*`` tags. MLflow keeps no alias
 from __future__ import annotations
 
 import json
+import logging
 import re
 import shutil
 import tempfile
@@ -29,42 +30,58 @@ from trackeval.gate.decide import Decision, compare_unit, decide
 from trackeval.gate.policy import UnitPolicy
 from trackeval.io.results_folder import RESULTS_JSON, read_results
 from trackeval.results import BenchmarkResult, sha256_text
-from trackeval.tracking.client import Mlflow, TrackingError, quote
+from trackeval.tracking.client import Mlflow, TrackingError, check_model_ref, error_code, quote
 from trackeval.tracking.lineage import flatten
 from trackeval.tracking.tags import EVAL_RUN_TAG, KIND_GATE, TAG, VERSION_TAG
 
+log = logging.getLogger(__name__)
+
 _RUN_ID = re.compile(r"^[0-9a-f]{32}$")
+#: ``NAME/VERSION`` or ``NAME@ALIAS``: the name ends at the first ``/`` or ``@`` (a model name holds neither, see
+#: :func:`~trackeval.tracking.client.check_model_ref`), so a version may hold both (``seg/v2/b``: version ``v2/b``)
+_MODEL_REF = re.compile(r"^([^/@]*)([/@])(.*)$", re.DOTALL)
 
 
 def _registered_model(ml: Mlflow, name: str) -> Any | None:
-    from mlflow.exceptions import MlflowException
-
     try:
         return ml.call("get_registered_model", ml.client.get_registered_model, name)
     except TrackingError as exc:
-        cause = exc.__cause__
-        if isinstance(cause, MlflowException) and cause.error_code == "RESOURCE_DOES_NOT_EXIST":
+        if error_code(exc) == "RESOURCE_DOES_NOT_EXIST":
             return None
         raise
 
 
+def _tagged_versions(ml: Mlflow, name: str, version: str) -> list[Any]:
+    """Registered versions of ``name`` tagged with trackeval model version ``version``, lowest number first."""
+    flt = f"name = {quote(name)} and tags.`{VERSION_TAG}` = {quote(version)}"
+    found = ml.call("search_model_versions", ml.client.search_model_versions, flt)
+    return sorted(found, key=lambda mv: int(mv.version))
+
+
 def find_version(ml: Mlflow, name: str, version: str) -> Any | None:
-    """The registered version of ``name`` tagged with trackeval model version ``version`` (None if absent)."""
+    """The registered version of ``name`` tagged with trackeval model version ``version`` (None if absent); the
+    lowest-numbered one if two processes registered it at the same time (see :func:`create_version`)."""
     if _registered_model(ml, name) is None:
         return None
-    versions = ml.call("search_model_versions", ml.client.search_model_versions, f"name = '{quote(name)}'")
-    for mv in versions:
-        if mv.tags.get(VERSION_TAG) == version:
-            return mv
-    return None
+    versions = _tagged_versions(ml, name, version)
+    return versions[0] if versions else None
 
 
 def create_version(ml: Mlflow, name: str, version: str, source: str, run_id: str, model_id: str | None = None) -> Any:
     """Register ``source`` (``models:/<model_id>`` of a LoggedModel, or an artifact URI of ``run_id``) as a new
-    version of ``name`` (created if missing), tagged with trackeval model version ``version``."""
+    version of ``name`` (created if missing), tagged with trackeval model version ``version``.
+
+    Create, then deduplicate: when another process registered the same trackeval version meanwhile (a server
+    store), the lowest-numbered version is kept and returned, and the one created here is deleted. Registry
+    numbers only grow, so every process agrees on which one that is.
+    """
     if _registered_model(ml, name) is None:
-        ml.call("create_registered_model", ml.client.create_registered_model, name)
-    return ml.call(
+        try:
+            ml.call("create_registered_model", ml.client.create_registered_model, name)
+        except TrackingError as exc:  # created by another process since
+            if error_code(exc) != "RESOURCE_ALREADY_EXISTS":
+                raise
+    mv = ml.call(
         "create_model_version",
         ml.client.create_model_version,
         name,
@@ -74,22 +91,38 @@ def create_version(ml: Mlflow, name: str, version: str, source: str, run_id: str
         await_creation_for=0,
         model_id=model_id,
     )
+    winner = _tagged_versions(ml, name, version)[0]
+    if str(winner.version) != str(mv.version):
+        log.warning("%s/%s was registered concurrently as version %s; dropping version %s", name, version,
+                    winner.version, mv.version)  # fmt: skip
+        ml.call("delete_model_version", ml.client.delete_model_version, name, mv.version)
+    return winner
 
 
 def _logged_model_filter(name: str, version: str) -> str:
-    return f"tags.`{TAG}model_name` = '{quote(name)}' AND tags.`{TAG}model_version` = '{quote(version)}'"
+    return f"tags.`{TAG}model_name` = {quote(name)} AND tags.`{TAG}model_version` = {quote(version)}"
 
 
-def find_logged_model(ml: Mlflow, name: str, version: str) -> Any | None:
-    """The MLflow 3 LoggedModel of trackeval model version ``name``/``version`` in the experiment (or None)."""
+def _logged_models(ml: Mlflow, name: str, version: str) -> list[Any]:
+    """LoggedModels of trackeval model version ``name``/``version``, oldest first."""
     found = ml.call(
         "search_logged_models",
         ml.client.search_logged_models,
         [ml.experiment_id()],
         filter_string=_logged_model_filter(name, version),
-        max_results=1,
     )
+    return sorted(found, key=lambda m: (m.creation_timestamp, m.model_id))
+
+
+def find_logged_model(ml: Mlflow, name: str, version: str) -> Any | None:
+    """The MLflow 3 LoggedModel of trackeval model version ``name``/``version`` in the experiment (or None); the
+    oldest one if two processes created it at the same time."""
+    found = _logged_models(ml, name, version)
     return found[0] if found else None
+
+
+#: characters MLflow refuses in a LoggedModel's display name (its identity is in its tags)
+_LOGGED_MODEL_NAME_FORBIDDEN = re.compile(r"[/:.%\"']")
 
 
 def logged_model(ml: Mlflow, name: str, version: str, source_run_id: str, artifacts: Path | None = None) -> str:
@@ -100,12 +133,17 @@ def logged_model(ml: Mlflow, name: str, version: str, source_run_id: str, artifa
     name, version and source run. Either way an ``MLmodel`` file is written so the model can be registered as
     ``models:/<model_id>``. Evaluation metrics are linked to it with their dataset (see ``tracking.track``), so
     the experiment's Models tab and ``search_logged_models`` rank versions by benchmark.
-    """
-    from mlflow.entities import LoggedModelStatus
-    from mlflow.models.utils import get_external_mlflow_model_spec
 
+    Re-runnable: a LoggedModel left PENDING by an interrupted process gets its files again and is finalized
+    (an external one always; one with files when ``artifacts`` is given). Create, then deduplicate: of two
+    created at the same time (a server store) the older is kept and the other deleted.
+    """
     existing = find_logged_model(ml, name, version)
     if existing is not None:
+        if str(existing.status) != "READY" and (artifacts is not None or _is_external(existing)):
+            log.warning("LoggedModel %s of %s/%s was left %s by an interrupted run; finishing it",
+                        existing.model_id, name, version, existing.status)  # fmt: skip
+            _finish_logged_model(ml, existing, artifacts)
         return str(existing.model_id)
     tags = {TAG + "model_name": name, TAG + "model_version": version}
     if artifacts is None:
@@ -114,18 +152,34 @@ def logged_model(ml: Mlflow, name: str, version: str, source_run_id: str, artifa
         "create_logged_model",
         ml.client.create_logged_model,
         ml.experiment_id(),
-        name=f"{name}-{version}",
+        name=_LOGGED_MODEL_NAME_FORBIDDEN.sub("_", f"{name}-{version}"),
         source_run_id=source_run_id,
         tags=tags,
         model_type="trackeval",
     )
+    _finish_logged_model(ml, model, artifacts)
+    winner = find_logged_model(ml, name, version)
+    if winner is not None and winner.model_id != model.model_id:
+        ml.call("delete_logged_model", ml.client.delete_logged_model, model.model_id)
+        return str(winner.model_id)
+    return str(model.model_id)
+
+
+def _is_external(model: Any) -> bool:
+    return model.tags.get("mlflow.model.isExternal") == "true"
+
+
+def _finish_logged_model(ml: Mlflow, model: Any, artifacts: Path | None) -> None:
+    """Upload ``artifacts`` (if any) and the ``MLmodel`` file of ``model``, then mark it READY (re-runnable)."""
+    from mlflow.entities import LoggedModelStatus
+    from mlflow.models.utils import get_external_mlflow_model_spec
+
     with tempfile.TemporaryDirectory(prefix="trackeval-model-") as tmp:
         if artifacts is not None:
             shutil.copytree(artifacts, tmp, dirs_exist_ok=True)
         get_external_mlflow_model_spec(model).save(str(Path(tmp) / "MLmodel"))
         ml.call("log_model_artifacts", ml.client.log_model_artifacts, model.model_id, tmp)
     ml.call("finalize_logged_model", ml.client.finalize_logged_model, model.model_id, LoggedModelStatus.READY)
-    return str(model.model_id)
 
 
 def link_version(
@@ -135,39 +189,48 @@ def link_version(
     parent_id: str,
     children: dict[str, str],
     *,
-    model_id: str | None = None,
+    model_id: str,
     new: bool = True,
-) -> Any:
+) -> tuple[Any, list[str]]:
     """Register (once) the model version of an evaluation and point its ``eval_run`` tags at ``children``.
 
-    The registered version's source is the LoggedModel ``models:/<model_id>`` when given (else the parent run's
-    artifacts). ``new``: something was logged now, so the version becomes ``challenger`` (unless it is the
-    champion).
+    Every step checks first and is re-runnable, so a call after an interrupted one does only what is missing.
+    The registered version's source is the LoggedModel ``models:/<model_id>`` (its run: ``parent_id``).
+    ``new``: something was logged (or completed) now, so the version becomes ``challenger`` (unless it is the
+    champion); a version registered now is new too. Returns the version and the steps done (``registered
+    version 3``, ``eval_run.umd tag``, ``challenger alias``; [] when nothing was missing).
     """
+    done = []
     mv = find_version(ml, name, version)
     if mv is None:
-        if model_id is not None:
-            mv = create_version(ml, name, version, f"models:/{model_id}", parent_id, model_id)
-        else:
-            source = ml.call("get_run", ml.client.get_run, parent_id).info.artifact_uri
-            mv = create_version(ml, name, version, source, parent_id)
+        mv = create_version(ml, name, version, f"models:/{model_id}", parent_id, model_id)
+        done.append(f"registered version {mv.version}")
+        new = True
     for unit, run_id in children.items():
         previous = mv.tags.get(EVAL_RUN_TAG + unit)
         if previous != run_id:
             set_tag = ml.client.set_model_version_tag
             ml.call("set_model_version_tag", set_tag, name, mv.version, EVAL_RUN_TAG + unit, run_id)
+            done.append(f"{EVAL_RUN_TAG}{unit} tag")
             if previous:  # the previous evaluation stays; the new one says which it replaced
                 ml.call("set_tag", ml.client.set_tag, run_id, TAG + "replaces", previous)
     if new:
-        if str(registered_aliases(ml, name).get("champion")) != str(mv.version):
+        aliases = {k: str(v) for k, v in registered_aliases(ml, name).items()}
+        if str(mv.version) not in (aliases.get("champion"), aliases.get("challenger")):
             ml.call("set_registered_model_alias", ml.client.set_registered_model_alias, name, "challenger", mv.version)
-    return mv
+            done.append("challenger alias")
+    return mv, done
 
 
 def resolve_version(ml: Mlflow, name: str, ref: str) -> Any:
-    """A registered version from ``@alias``, a trackeval model version, or a registry version number."""
+    """A registered version from ``@alias``, a trackeval model version, or a registry version number.
+
+    Raises :class:`InputError`: ``name`` or the version cannot be a model name / version
+    (:func:`~trackeval.tracking.client.check_model_ref`), or no such version or alias is registered.
+    """
     from mlflow.exceptions import MlflowException
 
+    check_model_ref(name, "name")
     if ref.startswith("@"):
         try:
             return ml.call("get_model_version_by_alias", ml.client.get_model_version_by_alias, name, ref[1:])
@@ -175,7 +238,7 @@ def resolve_version(ml: Mlflow, name: str, ref: str) -> Any:
             if isinstance(exc.__cause__, MlflowException):
                 raise InputError(f"model {name!r} has no alias {ref[1:]!r}", field="alias") from exc
             raise
-    mv = find_version(ml, name, ref)
+    mv = find_version(ml, name, check_model_ref(ref, "version"))
     if mv is None and ref.isdigit() and _registered_model(ml, name) is not None:
         try:
             mv = ml.call("get_model_version", ml.client.get_model_version, name, ref)
@@ -216,18 +279,19 @@ def resolve_ref(ml: Mlflow, ref: str) -> tuple[str, dict[str, BenchmarkResult]]:
         result = read_results(path)
         return ref, {result.unit: result}
     if _RUN_ID.match(ref):
-        children = ml.search(f"tags.`mlflow.parentRunId` = '{ref}' and attributes.status = 'FINISHED'")
+        children = ml.search(f"tags.`mlflow.parentRunId` = {quote(ref)} and attributes.status = 'FINISHED'")
         if children:
             results = [run_results(ml, r.info.run_id) for r in reversed(children)]
             return ref, {r.unit: r for r in results}
         result = run_results(ml, ref)
         return ref, {result.unit: result}
-    name, sep, version = ref.partition("@")
-    if sep:
-        return ref, version_results(ml, resolve_version(ml, name, "@" + version))
-    name, sep, version = ref.rpartition("/")
-    if not sep or not name:
-        raise InputError(f"cannot resolve {ref!r}: expected a results folder, a run id, NAME/VERSION or NAME@ALIAS")
+    found = _MODEL_REF.match(ref)
+    if found is None:
+        raise InputError(
+            f"cannot resolve {ref!r}: expected a results folder, a run id, NAME/VERSION or NAME@ALIAS", field="ref"
+        )
+    name, sep, version = found.groups()
+    version = "@" + version if sep == "@" else check_model_ref(version, "version")  # NAME/@x is no alias
     return ref, version_results(ml, resolve_version(ml, name, version))
 
 
@@ -238,9 +302,12 @@ def compare_refs(
     and the ``(a, b)`` results of those units (for figures that overlay both versions)."""
     label_a, res_a = resolve_ref(ml, a)
     label_b, res_b = resolve_ref(ml, b)
+    for ref, results in ((a, res_a), (b, res_b)):
+        if not results:
+            raise InputError(f"{ref} has no evaluation to compare (no trackeval.eval_run.<unit> tag)", field="ref")
     common = sorted(set(res_a) & set(res_b))
     if not common:
-        raise InputError(f"{a} and {b} share no benchmark unit ({sorted(res_a)} vs {sorted(res_b)})")
+        raise InputError(f"{a} and {b} share no benchmark unit ({sorted(res_a)} vs {sorted(res_b)})", field="unit")
     out = []
     for name in common:
         policy = policies.get(name)
@@ -281,7 +348,8 @@ def _record(ml: Mlflow, decision: Decision, cand_mv: Any, champ_mv: Any | None) 
 
     key = decision_key(decision, cand_mv, champ_mv)
     found = ml.search(
-        f"tags.`{TAG}kind` = '{KIND_GATE}' and tags.`{TAG}decision_key` = '{key}' and attributes.status = 'FINISHED'"
+        f"tags.`{TAG}kind` = {quote(KIND_GATE)} and tags.`{TAG}decision_key` = {quote(key)} "
+        "and attributes.status = 'FINISHED'"
     )
     if found:
         return str(found[0].info.run_id)

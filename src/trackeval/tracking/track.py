@@ -10,12 +10,25 @@ What a child run holds (all derived from ``results.json``; trackers never comput
 - a dataset input (``mlflow.data``, context ``eval``): the case table with the DVC data digest;
 - artifacts: results.json, metrics.json, cases.parquet, ``figures/*.png`` and ``report.html``.
 
-Idempotent: the key ``sha256(benchmark, data digest, model name, model version, config digest)`` is looked up
-among FINISHED runs first; a match is not logged again, but the version's ``eval_run.<unit>`` tags are pointed
-at it all the same, so the registry follows the results that were tracked last (e.g. after a revert).
+Idempotent, as one unit per evaluation: the key ``sha256(benchmark, data digest, model name, model version, config
+digest)`` names it, and it is complete when (1) a FINISHED evaluation run carries the key, (2) the version's
+LoggedModel is READY and holds the run's headline metrics, (3) the parent run holds them too and is FINISHED,
+(4) the registered version exists with its ``trackeval.eval_run.<unit>`` tag on the run and (5) the version was
+made ``challenger`` (unless champion). The parent run is set FINISHED last, so a FINISHED parent marks a
+complete unit. ``track`` checks each step and does only what is missing: a process killed (or failing) between
+any two steps leaves a state that the next ``track`` of the same folder completes, and reports as repaired.
+A complete unit is not logged again, but the version's ``eval_run.<unit>`` tags are pointed at it all the same, so
+the registry follows the results that were tracked last (e.g. after a revert).
+
 Faults (see :mod:`trackeval.tracking.client`): the results stay on disk when MLflow fails; a run left RUNNING
 by a killed process or a dead server is marked FAILED by the next ``track`` of the same model version. SQLite
 wants one writer: only this (parent) process logs.
+
+Concurrency: a local store is written under its file lock (:func:`~trackeval.tracking.client.store_lock`), so
+two ``track`` processes take turns and the second finds the unit complete. On a server store both may log the
+same evaluation; each then keeps the first run to have FINISHED with the key (earliest end time, then run id, so
+every process agrees) and marks the others FAILED with ``trackeval.duplicate_of`` (create, then deduplicate; the
+registry version and the LoggedModel likewise, see :mod:`trackeval.tracking.model_registry`).
 """
 
 from __future__ import annotations
@@ -30,17 +43,16 @@ from pathlib import Path
 from typing import Any
 
 from trackeval.config import TrackingConfig
-from trackeval.errors import InputError
 from trackeval.io.results_folder import (
     CASES_PARQUET,
     METRICS_JSON,
     RESULTS_JSON,
     cases_frame,
     metrics_file,
-    read_results,
+    read_results_files,
 )
 from trackeval.results import BenchmarkResult, headline_metrics
-from trackeval.tracking.client import Mlflow, TrackingError, quote
+from trackeval.tracking.client import Mlflow, TrackingError, check_model_ref, quote, store_lock, tracking_uri
 from trackeval.tracking.lineage import dvc_data_digest, flatten, git_commit, idempotency_key
 from trackeval.tracking.model_registry import link_version, logged_model
 from trackeval.tracking.tags import EVAL_RUN_TAG, KIND_BENCHMARK, KIND_PARENT, TAG
@@ -50,14 +62,26 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Tracked:
-    """Outcome for one results folder: the child run id, whether it was logged now or found already, and the
-    evaluation's idempotency key (the same on every machine, unlike the run id)."""
+    """Outcome for one results folder: the evaluation run id, whether it was logged now or found already, the
+    evaluation's idempotency key (the same on every machine, unlike the run id) and the steps of its unit that
+    were missing and done now (``repaired``, see the module docstring)."""
 
     folder: Path
     unit: str
     model: str
     run_id: str
     logged: bool
+    key: str
+    repaired: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class _Evaluation:
+    """A verified results folder to track: its result (model filled in), the verified file bytes, its key."""
+
+    folder: Path
+    result: BenchmarkResult
+    files: dict[str, bytes]
     key: str
 
 
@@ -103,89 +127,110 @@ def _dataset(result: BenchmarkResult, folder: Path, digest: str) -> Any:
     return DatasetInput(entity, tags=[InputTag("mlflow.data.context", "eval")])
 
 
-def _stage_artifacts(result: BenchmarkResult, folder: Path, staging: Path) -> None:
-    """results.json / metrics.json / cases.parquet (copied, or rebuilt from the result), figures, report."""
+def _stage_artifacts(result: BenchmarkResult, files: dict[str, bytes], staging: Path) -> None:
+    """results.json / metrics.json / cases.parquet (the verified bytes read from the folder, or rebuilt from the
+    result for a lone results.json), figures, report. Nothing is read from the folder again: what was verified
+    is what is uploaded."""
     from trackeval.report.figures import save_figures
     from trackeval.report.html import result_report
 
-    for name in (RESULTS_JSON, METRICS_JSON, CASES_PARQUET):
-        src = folder / name
-        if src.is_file():
-            (staging / name).write_bytes(src.read_bytes())
-    if not (staging / CASES_PARQUET).exists():
+    for name, data in files.items():
+        (staging / name).write_bytes(data)
+    if CASES_PARQUET not in files:
         cases_frame(result).to_parquet(staging / CASES_PARQUET, index=False)
-    if not (staging / METRICS_JSON).exists():
+    if METRICS_JSON not in files:
         (staging / METRICS_JSON).write_text(json.dumps(metrics_file(result), sort_keys=True, indent=1) + "\n")
     figures = save_figures(result, staging / "figures")
     (staging / "report.html").write_text(result_report(result, figures), encoding="utf-8")
 
 
-def _log_child(
-    ml: Mlflow, result: BenchmarkResult, folder: Path, lineage: dict[str, str], parent_id: str, model_id: str
-) -> str:
-    """One unit's evaluation run. Its headline metrics are also linked to the version's LoggedModel
-    (``model_id``) and to the unit's evaluation set as an MLflow dataset (name = unit, digest = the ground-truth
-    digest), which is what the Models tab and ``search_logged_models`` rank by."""
-    from mlflow.entities import Metric, Param
+def _linked_metrics(result: BenchmarkResult, model_id: str, keys: set[str] | None = None) -> list[Any]:
+    """``result``'s flat metrics (only ``keys`` when given) as MLflow metrics; the headline ones are linked to the
+    LoggedModel ``model_id`` and to the unit's evaluation set (name = unit, digest = the ground-truth digest),
+    which is what the Models tab and ``search_logged_models`` rank by."""
+    from mlflow.entities import Metric
 
+    now = int(time.time() * 1000)
+    heads = headline_metrics(result)
+    linked = {"model_id": model_id, "dataset_name": result.unit, "dataset_digest": result.data.ground_truth_digest[:36]}
+    return [
+        Metric(k, v, now, 0, **(linked if k in heads else {}))
+        for k, v in result.flat_metrics().items()
+        if keys is None or k in keys
+    ]
+
+
+def _log_child(ml: Mlflow, ev: _Evaluation, lineage: dict[str, str], parent_id: str, model_id: str) -> str:
+    """One unit's evaluation run (FINISHED only once everything is logged); returns its id."""
+    from mlflow.entities import Param
+
+    result = ev.result
     tags = _child_tags(result, lineage, parent_id)
-    name = f"{result.unit} {result.model.get('name', '')}/{result.model.get('version', '')}"
+    name = f"{result.unit} {result.model['name']}/{result.model['version']}"
     with ml.run(name, tags) as run_id:
-        now = int(time.time() * 1000)
-        heads = headline_metrics(result)
-        linked = {
-            "model_id": model_id,
-            "dataset_name": result.unit,
-            "dataset_digest": result.data.ground_truth_digest[:36],
-        }
-        metrics = [Metric(k, v, now, 0, **(linked if k in heads else {})) for k, v in result.flat_metrics().items()]
         params = [Param(k, v) for k, v in flatten({"benchmark": result.benchmark, **result.config}).items()]
-        ml.call("log_batch", ml.client.log_batch, run_id, metrics=metrics, params=params)
+        ml.call("log_batch", ml.client.log_batch, run_id, metrics=_linked_metrics(result, model_id), params=params)
         digest = (lineage["dvc"] or result.data.ground_truth_digest)[:36]
-        ml.call("log_inputs", ml.client.log_inputs, run_id, datasets=[_dataset(result, folder, digest)])
+        ml.call("log_inputs", ml.client.log_inputs, run_id, datasets=[_dataset(result, ev.folder, digest)])
         with tempfile.TemporaryDirectory(prefix="trackeval-artifacts-") as tmp:
-            _stage_artifacts(result, folder, Path(tmp))
+            _stage_artifacts(result, ev.files, Path(tmp))
             ml.call("log_artifacts", ml.client.log_artifacts, run_id, tmp)
     return run_id
 
 
-def _log_headlines(ml: Mlflow, parent_id: str, results: list[BenchmarkResult]) -> None:
-    """Every unit's headline metrics (with CIs) on the version's parent run too, so that selecting two versions
-    in the MLflow runs table compares something."""
-    from mlflow.entities import Metric
-
-    now = int(time.time() * 1000)
-    flat = {k: v for r in results for k, v in headline_metrics(r).items()}
-    metrics = [Metric(k, v, now, 0) for k, v in sorted(flat.items())]
+def _log_batches(ml: Mlflow, run_id: str, metrics: list[Any]) -> None:
     for i in range(0, len(metrics), 1000):  # MLflow's log_batch limit
-        ml.call("log_batch", ml.client.log_batch, parent_id, metrics=metrics[i : i + 1000])
+        ml.call("log_batch", ml.client.log_batch, run_id, metrics=metrics[i : i + 1000])
 
 
-def _fail_stale(ml: Mlflow, model_name: str, model_version: str) -> None:
-    """Runs of this model version still RUNNING (a killed process or server) are ended FAILED."""
+def _settle(ml: Mlflow, key: str) -> Any | None:
+    """The FINISHED evaluation run of ``key`` (None if there is none). When there are several (two processes
+    logged it at the same time on a server store), the first to have finished is kept (earliest end time, then
+    run id: every process picks the same one) and the others are marked FAILED with ``trackeval.duplicate_of``."""
+    runs = ml.search(f"tags.`{TAG}idempotency_key` = {quote(key)} and attributes.status = 'FINISHED'")
+    if not runs:
+        return None
+    winner = min(runs, key=lambda r: (r.info.end_time or 0, r.info.run_id))
+    for run in runs:
+        if run.info.run_id != winner.info.run_id:
+            _demote(ml, run.info.run_id, winner.info.run_id)
+    return winner
+
+
+def _demote(ml: Mlflow, run_id: str, winner_id: str) -> None:
+    log.warning("run %s duplicates run %s (logged at the same time); marking it FAILED", run_id, winner_id)
+    ml.call("set_tag", ml.client.set_tag, run_id, TAG + "duplicate_of", winner_id)
+    ml.call("set_terminated", ml.client.set_terminated, run_id, "FAILED")
+
+
+def _fail_stale(ml: Mlflow, model_name: str, model_version: str, keep: set[str]) -> None:
+    """Runs of this model version still RUNNING (a killed process or server) are ended FAILED, except ``keep``
+    (parents of FINISHED evaluations: the repair finishes them)."""
     stale = ml.search(
-        f"tags.`{TAG}model_name` = '{quote(model_name)}' and tags.`{TAG}model_version` = '{quote(model_version)}' "
+        f"tags.`{TAG}model_name` = {quote(model_name)} and tags.`{TAG}model_version` = {quote(model_version)} "
         "and attributes.status = 'RUNNING'"
     )
     for run in stale:
+        if run.info.run_id in keep:
+            continue
         log.warning("run %s was left RUNNING by an interrupted track; marking it FAILED", run.info.run_id)
         ml.call("set_tag", ml.client.set_tag, run.info.run_id, TAG + "failure", "interrupted; superseded")
         ml.call("set_terminated", ml.client.set_terminated, run.info.run_id, "FAILED")
 
 
-def _check_repoint(
-    ml: Mlflow, name: str, version: str, items: list[tuple[Path, BenchmarkResult]], replace: bool
-) -> None:
+def _check_repoint(ml: Mlflow, name: str, version: str, evaluations: list[_Evaluation], replace: bool) -> None:
     """Refuse (unless ``replace``) to point a version's ``eval_run.<unit>`` tag away from an evaluation on other
     data: a different ground truth (truth files, manifest, case set) would silently change what the version, and
     any gate decision read from its tags, stands for. Nothing is deleted either way: the previous evaluation run
     stays, and the new one records it in ``trackeval.replaces``."""
+    from trackeval.errors import InputError
     from trackeval.tracking.model_registry import find_version
 
     mv = find_version(ml, name, version)
     if mv is None:
         return
-    for folder, result in items:
+    for ev in evaluations:
+        result = ev.result
         current = mv.tags.get(EVAL_RUN_TAG + result.unit)
         if not current:
             continue
@@ -196,9 +241,117 @@ def _check_repoint(
                 f"now {result.data.ground_truth_digest[:12]}: other files or cases); re-pointing its "
                 f"trackeval.eval_run.{result.unit} would change what it (and any gate decision) stands for. Track "
                 "under a new model version, or pass --replace (the previous evaluation run is kept)",
-                file=str(folder / RESULTS_JSON),
+                file=str(ev.folder / RESULTS_JSON),
                 field="ground_truth_digest",
             )
+
+
+def _read(folder: Path, model: dict[str, str] | None) -> _Evaluation:
+    """Read and verify ``folder``; ``model`` fills in or overrides the model of results.json, whose name and
+    version must be ones MLflow can store and find (:func:`~trackeval.tracking.client.check_model_ref`)."""
+    verified = read_results_files(folder)
+    result = verified.result
+    if model:
+        result = result.model_copy(update={"model": {**result.model, **model}})
+    file = str(folder if folder.suffix == ".json" else folder / RESULTS_JSON)
+    for part in ("name", "version"):
+        check_model_ref(result.model.get(part, ""), part, file=file)
+    return _Evaluation(folder, result, verified.files, idempotency_key(result))
+
+
+def _complete(
+    ml: Mlflow, name: str, version: str, runs: dict[str, Any], evaluations: list[_Evaluation], model_id: str, new: bool
+) -> list[str]:
+    """Do what is missing of each evaluation's unit after its run FINISHED (``runs``: key -> that run): the
+    headline metrics on its parent run and on the LoggedModel, the registered version, its ``eval_run`` tags and
+    the ``challenger`` alias (``new``). Returns the steps done ([] when nothing was missing)."""
+    done = []
+    model = ml.call("get_logged_model", ml.client.get_logged_model, model_id)
+    on_model = {(m.key, m.run_id) for m in model.metrics or []}
+    by_parent: dict[str, dict[str, float]] = {}
+    for ev in evaluations:
+        run_id = runs[ev.key].info.run_id
+        heads = headline_metrics(ev.result)
+        missing = {k for k in heads if (k, run_id) not in on_model}
+        if missing:
+            _log_batches(ml, run_id, _linked_metrics(ev.result, model_id, missing))
+            done.append(f"{ev.result.unit} metrics on LoggedModel {model_id}")
+        by_parent.setdefault(runs[ev.key].data.tags.get("mlflow.parentRunId", ""), {}).update(heads)
+    by_parent.pop("", None)  # an evaluation run without a parent (logged by hand): nothing to complete there
+    for parent_id, heads in sorted(by_parent.items()):
+        logged = ml.call("get_run", ml.client.get_run, parent_id).data.metrics
+        missing = {k: v for k, v in heads.items() if logged.get(k) != v}
+        if missing:
+            _log_headlines(ml, parent_id, missing)
+            done.append(f"headline metrics on parent run {parent_id}")
+    source = next(iter(by_parent), None) or next(iter(runs.values())).info.run_id
+    children = {ev.result.unit: runs[ev.key].info.run_id for ev in evaluations}
+    _, linked = link_version(ml, name, version, source, children, model_id=model_id, new=new)
+    return done + linked
+
+
+def _log_headlines(ml: Mlflow, parent_id: str, heads: dict[str, float]) -> None:
+    """Headline metrics (with CIs) on the version's parent run too, so that selecting two versions in the MLflow
+    runs table compares something."""
+    from mlflow.entities import Metric
+
+    now = int(time.time() * 1000)
+    _log_batches(ml, parent_id, [Metric(k, v, now, 0) for k, v in sorted(heads.items())])
+
+
+def _parent_tags(name: str, version: str, lineage: dict[str, str]) -> dict[str, str]:
+    return {
+        TAG + "kind": KIND_PARENT,
+        TAG + "model_name": name,
+        TAG + "model_version": version,
+        TAG + "git_commit": lineage["git_commit"],
+        "mlflow.source.git.commit": lineage["git_commit"],
+    }
+
+
+def _track_version(
+    ml: Mlflow, name: str, version: str, evaluations: list[_Evaluation], lineage: dict[str, str]
+) -> list[Tracked]:
+    """Track the evaluations of one model version: log those without a FINISHED run under a new parent run, then
+    complete every unit (:func:`_complete`) and finish the parents of units found incomplete."""
+    runs = {ev.key: run for ev in evaluations if (run := _settle(ml, ev.key)) is not None}
+    parents = {r.data.tags.get("mlflow.parentRunId", "") for r in runs.values()} - {""}
+    incomplete = [p for p in sorted(parents) if ml.call("get_run", ml.client.get_run, p).info.status != "FINISHED"]
+    _fail_stale(ml, name, version, keep=set(incomplete))
+    found = set(runs)
+    todo = [ev for ev in evaluations if ev.key not in found]
+    if todo:
+        with ml.run(f"{name}/{version}", _parent_tags(name, version, lineage)) as parent_id:
+            model_id = logged_model(ml, name, version, parent_id)
+            mine = set()
+            for ev in todo:
+                mine.add(_log_child(ml, ev, lineage, parent_id, model_id))
+                runs[ev.key] = _settle(ml, ev.key)
+            done = _complete(ml, name, version, runs, evaluations, model_id, new=True)
+        winners = {runs[ev.key].info.run_id for ev in todo}
+        if not winners & mine:  # another process logged all of them at the same time: this parent is a duplicate
+            _demote(ml, parent_id, runs[todo[0].key].data.tags.get("mlflow.parentRunId", ""))
+    else:
+        source = min(parents, default=runs[evaluations[0].key].info.run_id)  # used only if it must be created
+        model_id = logged_model(ml, name, version, source)
+        mine = set()
+        done = _complete(ml, name, version, runs, evaluations, model_id, new=bool(incomplete))
+    for parent_id in incomplete:  # last: a FINISHED parent marks its units complete
+        ml.call("set_terminated", ml.client.set_terminated, parent_id, "FINISHED")
+        done.append(f"parent run {parent_id} finished")
+    label = f"{name}/{version}"
+    return [
+        Tracked(
+            ev.folder,
+            ev.result.unit,
+            label,
+            runs[ev.key].info.run_id,
+            runs[ev.key].info.run_id in mine,
+            ev.key,
+            () if runs[ev.key].info.run_id in mine else tuple(done),
+        )
+        for ev in evaluations
+    ]
 
 
 def track_results(
@@ -207,67 +360,31 @@ def track_results(
     """Log each results folder (see the module docstring); returns one :class:`Tracked` per folder.
 
     ``model`` (``name``/``version``) fills in or overrides the model recorded in results.json. Results
-    without a model name and version are refused (a run must belong to a model version). ``replace``: allow
-    re-pointing a version at an evaluation on other ground truth (see :func:`_check_repoint`).
+    without a model name and version, or with one MLflow cannot store and find, are refused (a run must belong
+    to a model version). ``replace``: allow re-pointing a version at an evaluation on other ground truth (see
+    :func:`_check_repoint`). A local store is written under its lock (module docstring).
+
+    Raises:
+        InputError: a folder does not verify, or its model name / version is refused (names the file and field).
+        TrackingError: MLflow failed; the results stay on disk and running ``track`` again completes the work.
     """
-    results = []
-    for folder in folders:
-        result = read_results(folder)
-        if model:
-            result = result.model_copy(update={"model": {**result.model, **model}})
-        for field in ("name", "version"):
-            if not result.model.get(field):
-                raise InputError(
-                    "results have no model name/version; pass --model-name and --model-version",
-                    file=str(folder / RESULTS_JSON),
-                    field=f"model.{field}",
-                )
-        results.append((folder, result))
-    ml = Mlflow(cfg)
+    evaluations = [_read(folder, model) for folder in folders]
+    by_model: dict[tuple[str, str], list[_Evaluation]] = {}
+    for ev in evaluations:
+        by_model.setdefault((ev.result.model["name"], ev.result.model["version"]), []).append(ev)
     root = Path(cfg.dvc_root)
     lineage = {"git_commit": git_commit(root), "dvc": dvc_data_digest(root) or ""}
     out: list[Tracked] = []
-    by_model: dict[tuple[str, str], list[tuple[Path, BenchmarkResult]]] = {}
-    for folder, result in results:
-        by_model.setdefault((result.model["name"], result.model["version"]), []).append((folder, result))
     try:
-        for (name, version), items in by_model.items():
-            _check_repoint(ml, name, version, items, replace)
-            todo = []
-            children: dict[str, str] = {}  # unit -> evaluation run the version's eval_run tag must point to
-            parent_id = ""
-            for folder, result in items:
-                key = idempotency_key(result)
-                found = ml.search(f"tags.`{TAG}idempotency_key` = '{key}' and attributes.status = 'FINISHED'")
-                if found:
-                    run_id = found[0].info.run_id
-                    out.append(Tracked(folder, result.unit, f"{name}/{version}", run_id, False, key))
-                    children[result.unit] = run_id
-                    parent_id = parent_id or found[0].data.tags.get("mlflow.parentRunId", "")
-                else:
-                    todo.append((folder, result))
-            if todo:
-                _fail_stale(ml, name, version)
-                parent_tags = {
-                    TAG + "kind": KIND_PARENT,
-                    TAG + "model_name": name,
-                    TAG + "model_version": version,
-                    TAG + "git_commit": lineage["git_commit"],
-                    "mlflow.source.git.commit": lineage["git_commit"],
-                }
-                with ml.run(f"{name}/{version}", parent_tags) as parent_id:
-                    model_id = logged_model(ml, name, version, parent_id)
-                    for folder, result in todo:
-                        run_id = _log_child(ml, result, folder, lineage, parent_id, model_id)
-                        children[result.unit] = run_id
-                        out.append(
-                            Tracked(folder, result.unit, f"{name}/{version}", run_id, True, idempotency_key(result))
-                        )
-                    _log_headlines(ml, parent_id, [r for _, r in todo])
-                    link_version(ml, name, version, parent_id, children, model_id=model_id)
-            else:  # already tracked: still point the version at THESE results (a revert must not leave it elsewhere)
-                link_version(ml, name, version, parent_id, children, new=False)
+        with store_lock(tracking_uri(cfg)):
+            ml = Mlflow(cfg)
+            for (name, version), items in by_model.items():
+                _check_repoint(ml, name, version, items, replace)
+                out += _track_version(ml, name, version, items, lineage)
     except TrackingError as exc:
         where = " ".join(str(f) for f in folders)
-        raise TrackingError(f"{exc}; the results stay on disk, log them later with: trackeval track {where}") from exc
+        raise TrackingError(
+            f"{exc}; the results stay on disk: run `trackeval track {where}` again to finish (it completes what "
+            "is missing)"
+        ) from exc
     return out

@@ -1,0 +1,271 @@
+"""Tracking never loses or duplicates an evaluation: faults at every step of ``trackeval track`` and concurrent
+``track`` processes.
+
+Faults: the process dies (SIGKILL, in a real subprocess) or an MLflow call fails, right after each MLflow call
+of the idempotent unit (parent run, LoggedModel, evaluation run, parent headlines, registered version, its
+``eval_run`` tag, the ``challenger`` alias, the parent's FINISHED). A re-run must then complete the unit: one
+FINISHED run per idempotency key, nothing RUNNING, a READY LoggedModel, one registered version with its tags and
+alias, the headline metrics on the parent. Concurrency: two real ``track`` processes released together by a
+barrier file, on an SQLite store (existing, and not yet created) and on a real ``mlflow server``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from filelock import FileLock
+from mlflow import MlflowClient
+from mlflow.exceptions import MlflowException
+from mlflow.protos.databricks_pb2 import INVALID_PARAMETER_VALUE
+
+from tests import test_tracking
+from tests.conftest import scaled
+from tests.test_tracking import _start_server, _stop
+from trackeval.results import BenchmarkResult, headline_metrics
+from trackeval.tracking import client as tracking_client
+from trackeval.tracking.lineage import idempotency_key
+
+# the fixtures of tests/test_tracking.py: an embedded store per test, the evaluated results folders
+migrated_db, store, evaluated = test_tracking.migrated_db, test_tracking.store, test_tracking.evaluated
+
+#: the MLflow calls of one ``track`` of one folder on a fresh store, in order: (method, nth call, what exists then)
+STEPS = [
+    ("create_run", 1, "parent run RUNNING"),
+    ("create_logged_model", 1, "LoggedModel PENDING without files"),
+    ("log_model_artifacts", 1, "LoggedModel PENDING with files"),
+    ("log_batch", 1, "evaluation run RUNNING with metrics"),
+    ("log_artifacts", 1, "evaluation run RUNNING with artifacts"),
+    ("set_terminated", 1, "evaluation run FINISHED, nothing registered"),
+    ("log_batch", 2, "parent headlines logged"),
+    ("create_registered_model", 1, "registered model without version"),
+    ("create_model_version", 1, "version without eval_run tag"),
+    ("set_model_version_tag", 1, "eval_run tag without alias"),
+    ("set_registered_model_alias", 1, "challenger set, parent RUNNING"),
+    ("set_terminated", 2, "complete"),
+]
+#: the evaluation run is FINISHED from this step on: the re-run finds it ("already tracked") and completes the rest
+FINISHED_FROM = 5
+
+#: runs ``trackeval`` after an optional barrier (a file to wait for) and with an optional SIGKILL right after the
+#: nth call of an ``MlflowClient`` method: argv = barrier ('' for none), deadline s, method ('' for none), nth, ...
+DRIVER = r"""
+import os, signal, sys, time
+from pathlib import Path
+barrier, deadline, method, nth = sys.argv[1], float(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+if method:
+    from mlflow import MlflowClient
+    original, calls = getattr(MlflowClient, method), []
+    def dying(self, *args, **kwargs):
+        out = original(self, *args, **kwargs)
+        calls.append(method)
+        if len(calls) == nth:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return out
+    setattr(MlflowClient, method, dying)
+end = time.monotonic() + deadline
+while barrier and not Path(barrier).exists():
+    if time.monotonic() > end:
+        sys.exit("barrier never appeared")
+    time.sleep(0.005)
+from trackeval.cli import main
+sys.exit(main(sys.argv[5:]))
+"""
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("MLFLOW_TRACKING_URI", None)
+    return env
+
+
+def spawn(argv: list[str], *, barrier: Path | None = None, kill_at: tuple[str, int] | None = None) -> subprocess.Popen:
+    """A real ``trackeval`` process (see :data:`DRIVER`); stdout and stderr captured."""
+    method, nth = kill_at or ("", 0)
+    cmd = [sys.executable, "-c", DRIVER, str(barrier or ""), str(scaled(120)), method, str(nth), *map(str, argv)]
+    return subprocess.Popen(cmd, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def finish(proc: subprocess.Popen) -> tuple[int, str]:
+    _, err = proc.communicate(timeout=scaled(300))
+    return proc.returncode, err
+
+
+def _experiment(client: MlflowClient) -> str:
+    return client.get_experiment_by_name("trackeval").experiment_id
+
+
+def runs_of(client: MlflowClient, key: str, status: str | None = None) -> list:
+    flt = f"tags.`trackeval.idempotency_key` = '{key}'" + (f" and attributes.status = '{status}'" if status else "")
+    return client.search_runs([_experiment(client)], flt)
+
+
+def versions_of(client: MlflowClient, name: str, version: str) -> list:
+    if not client.search_registered_models(f"name = '{name}'"):
+        return []
+    return [v for v in client.search_model_versions(f"name = '{name}'") if v.tags["trackeval.model_version"] == version]
+
+
+def assert_complete(client: MlflowClient, result: BenchmarkResult) -> str:
+    """The whole unit of ``result`` is in the store exactly once; returns the evaluation run id."""
+    name, version = result.model["name"], result.model["version"]
+    exp = _experiment(client)
+    (run,) = runs_of(client, idempotency_key(result), "FINISHED")
+    assert not client.search_runs([exp], "attributes.status = 'RUNNING'")
+    heads = headline_metrics(result)
+    assert run.data.metrics == pytest.approx(result.flat_metrics())
+    parent = client.get_run(run.data.tags["mlflow.parentRunId"])
+    assert parent.info.status == "FINISHED"
+    assert {k: parent.data.metrics[k] for k in heads} == pytest.approx(heads)
+    models = [m for m in client.search_logged_models([exp]) if m.tags.get("trackeval.model_version") == version]
+    (model,) = [m for m in models if m.tags["trackeval.model_name"] == name]
+    assert str(model.status) == "READY"
+    assert {m.key for m in model.metrics if m.run_id == run.info.run_id} == set(heads)
+    (mv,) = versions_of(client, name, version)
+    assert mv.tags["trackeval.eval_run." + result.unit] == run.info.run_id
+    assert mv.source == f"models:/{model.model_id}"
+    aliases = {k: str(v) for k, v in client.get_registered_model(name).aliases.items()}
+    assert str(mv.version) in (aliases.get("challenger"), aliases.get("champion")), aliases
+    return run.info.run_id
+
+
+# ------------------------------------------------------------------------------------ one step fails
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("method", "nth", "state"), STEPS, ids=[f"{m}#{n}" for m, n, _ in STEPS])
+def test_mlflow_call_refused_then_retrack_completes_the_unit(cli, store, evaluated, monkeypatch, method, nth, state):
+    sets, client = store
+    result, folder = evaluated["champion"]
+    original, calls = getattr(MlflowClient, method), []
+
+    def refused(self, *args, **kwargs):
+        calls.append(method)
+        if len(calls) == nth:
+            raise MlflowException("injected refusal", error_code=INVALID_PARAMETER_VALUE)
+        return original(self, *args, **kwargs)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(MlflowClient, method, refused)
+        res = cli("track", folder, *sets)
+    res.one_line_error(f"MLflow refused {method}", f"trackeval track {folder}")
+    finished_before = STEPS.index((method, nth, state)) > FINISHED_FROM  # the refused call did not happen
+    assert len(runs_of(client, idempotency_key(result), "FINISHED")) == int(finished_before)
+    res = cli("track", folder, *sets)
+    assert res.rc == 0 and "Traceback" not in res.err, res.err
+    assert_complete(client, result)
+    assert cli("track", folder, *sets).rc == 0  # and now nothing is left to do
+    assert len(runs_of(client, idempotency_key(result), "FINISHED")) == 1
+
+
+# ------------------------------------------------------------------------------------ killed at each step
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("method", "nth", "state"), STEPS, ids=[f"{m}#{n}" for m, n, _ in STEPS])
+def test_sigkill_after_each_step_then_retrack_completes_the_unit(cli, store, evaluated, method, nth, state):
+    sets, client = store
+    result, folder = evaluated["champion"]
+    rc, err = finish(spawn(["track", folder, *sets], kill_at=(method, nth)))
+    assert rc == -9, err  # died at the step: no cleanup ran
+    assert "Traceback" not in err
+    index = STEPS.index((method, nth, state))
+    assert len(runs_of(client, idempotency_key(result), "FINISHED")) == (1 if index >= FINISHED_FROM else 0)
+    res = cli("track", folder, *sets)
+    assert res.rc == 0 and "Traceback" not in res.err, res.err
+    run_id = assert_complete(client, result)
+    expected = "already tracked" if index >= FINISHED_FROM else "logged"
+    assert f"{expected} as run {run_id}" in res.err
+    if FINISHED_FROM <= index < len(STEPS) - 1:  # the old code called such a unit "already tracked" and stopped
+        assert "completed now: " in res.err and "parent run" in res.err
+
+
+# ------------------------------------------------------------------------------------ concurrency
+
+
+def _race(argv: list[str], tmp_path: Path) -> list[tuple[int, str]]:
+    """Two ``trackeval`` processes released at the same moment by a barrier file."""
+    barrier = tmp_path / "go"
+    procs = [spawn(argv, barrier=barrier) for _ in range(2)]
+    barrier.touch()
+    return [finish(p) for p in procs]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fresh", [False, True], ids=["existing-store", "store-created-by-the-race"])
+def test_two_track_processes_on_sqlite_log_once(evaluated, migrated_db, tmp_path, fresh):
+    result, folder = evaluated["champion"]
+    db = tmp_path / "race.db"
+    if not fresh:
+        shutil.copy(migrated_db, db)
+    uri = f"sqlite:///{db}"
+    sets = ["--set", f"tracking.uri={uri}", "--set", f"tracking.artifact_location={tmp_path / 'art'}"]
+    outcomes = _race(["track", folder, *sets], tmp_path)
+    for rc, err in outcomes:
+        assert rc == 0 and "Traceback" not in err, err
+    states = sorted("logged as run" in err for _, err in outcomes)
+    assert states == [False, True]  # one logged it, the other found it complete
+    client = MlflowClient(tracking_uri=uri, registry_uri=uri)
+    assert_complete(client, result)
+    assert len(runs_of(client, idempotency_key(result))) == 1  # not even a FAILED duplicate: they took turns
+    assert Path(f"{db}{tracking_client.LOCK_SUFFIX}").exists()
+
+
+@pytest.mark.slow
+def test_two_track_processes_on_a_fresh_mlflow_server_dedupe(evaluated, tmp_path):
+    result, folder = evaluated["champion"]
+    proc, url = _start_server(tmp_path / "server.db", tmp_path / "artifacts", tmp_path / "server.log")
+    try:
+        sets = ["--set", f"tracking.uri={url}", "--set", "tracking.backoff_s=0.05"]
+        outcomes = _race(["track", folder, *sets], tmp_path)
+        for rc, err in outcomes:
+            assert rc == 0 and "Traceback" not in err, err
+        client = MlflowClient(tracking_uri=url, registry_uri=url)
+        run_id = assert_complete(client, result)
+        for run in runs_of(client, idempotency_key(result)):  # a loser of the race is FAILED and names the winner
+            assert run.info.run_id == run_id or run.data.tags["trackeval.duplicate_of"] == run_id
+        assert len(client.search_experiments(filter_string="name = 'trackeval'")) == 1
+    finally:
+        _stop(proc)
+
+
+def test_duplicate_finished_runs_are_settled_on_the_first_finished(cli, store, evaluated):
+    """Two FINISHED runs with one key (two processes on a server, or an older trackeval): the next track keeps the
+    one that finished first and marks the other FAILED, pointing at it."""
+    sets, client = store
+    result, folder = evaluated["champion"]
+    assert cli("track", folder, *sets).rc == 0
+    (first,) = runs_of(client, idempotency_key(result), "FINISHED")
+    twin = client.create_run(_experiment(client), tags=dict(first.data.tags)).info.run_id
+    client.set_terminated(twin, "FINISHED")
+    res = cli("track", folder, *sets)
+    assert res.rc == 0 and f"already tracked as run {first.info.run_id}" in res.err, res.err
+    assert assert_complete(client, result) == first.info.run_id
+    dup = client.get_run(twin)
+    assert dup.info.status == "FAILED" and dup.data.tags["trackeval.duplicate_of"] == first.info.run_id
+
+
+def test_store_lock_held_elsewhere_times_out_with_one_line(cli, store, evaluated, tmp_path, monkeypatch):
+    sets, client = store
+    result, folder = evaluated["champion"]
+    monkeypatch.setattr(tracking_client, "LOCK_TIMEOUT_S", 0.2)
+    lock = tmp_path / f"mlflow.db{tracking_client.LOCK_SUFFIX}"
+    with FileLock(str(lock)):  # another process's lock: filelock locks are per file object
+        res = cli("track", folder, *sets)
+    res.one_line_error("kept the tracking store", "locked for 0.2s", str(lock))
+    assert client.get_experiment_by_name("trackeval") is None  # nothing was written
+    assert cli("track", folder, *sets).rc == 0  # released: the next one proceeds
+    assert_complete(client, result)
+
+
+def test_store_in_a_missing_folder_is_refused_before_anything_is_created(cli, evaluated, tmp_path):
+    _, folder = evaluated["champion"]
+    uri = f"sqlite:///{tmp_path / 'no' / 'such' / 'mlflow.db'}"
+    cli("track", folder, "--set", f"tracking.uri={uri}").one_line_error(
+        "the folder of the tracking store", "field=tracking.uri"
+    )
+    assert not (tmp_path / "no").exists()
