@@ -150,3 +150,20 @@ def test_works_end_to_end(cli, store, evaluated, tmp_path, name, version):
     assert {k: str(v) for k, v in client.get_registered_model(name).aliases.items()} == {"champion": str(mv.version)}
     (model,) = client.search_logged_models([exp])
     assert model.tags["trackeval.model_name"] == name and model.tags["trackeval.model_version"] == version
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "field"),
+    [("--model-name", "a'b", "model.name"), ("--model-version", "@x", "model.version")],
+)
+def test_evaluate_track_refuses_the_name_before_evaluating(cli, umd_dataset, tmp_path, option, value, field):
+    """``evaluate --track`` checks the name first: no evaluation is wasted and nothing is written."""
+    from tests.conftest import umd_argv
+
+    gt, pred = umd_dataset()
+    out = tmp_path / "out"
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    argv = umd_argv(gt, pred, out, "--track", "--model-name", "seg", "--model-version", "v1", option, value)
+    cli(*argv, "--set", f"tracking.uri={uri}").one_line_error(f"field={field}")
+    assert not out.exists()
+    assert not (tmp_path / "mlflow.db").exists()

@@ -252,10 +252,9 @@ def test_duplicate_finished_runs_are_settled_on_the_first_finished(cli, store, e
 def test_store_lock_held_elsewhere_times_out_with_one_line(cli, store, evaluated, tmp_path, monkeypatch):
     sets, client = store
     result, folder = evaluated["champion"]
-    monkeypatch.setattr(tracking_client, "LOCK_TIMEOUT_S", 0.2)
     lock = tmp_path / f"mlflow.db{tracking_client.LOCK_SUFFIX}"
     with FileLock(str(lock)):  # another process's lock: filelock locks are per file object
-        res = cli("track", folder, *sets)
+        res = cli("track", folder, *sets, "--set", "tracking.lock_timeout_s=0.2")
     res.one_line_error("kept the tracking store", "locked for 0.2s", str(lock))
     assert client.get_experiment_by_name("trackeval") is None  # nothing was written
     assert cli("track", folder, *sets).rc == 0  # released: the next one proceeds

@@ -144,6 +144,11 @@ def _run(unit_name: str, inputs: dict[str, Any], args: argparse.Namespace) -> in
 
     cfg = load_config(args.config, _overrides(args))
     model = {k: v for k, v in (("name", args.model_name), ("version", args.model_version)) if v}
+    if args.track:  # a name MLflow cannot store is refused before the evaluation, not after it
+        from trackeval.tracking.client import check_model_ref
+
+        for part, value in model.items():
+            check_model_ref(value, part)  # type: ignore[arg-type]
     result = evaluate(unit_name, inputs, cfg, model)
     paths = write_outputs(result, args.out)
     print_summary(result, unit(unit_name).summary_metrics)

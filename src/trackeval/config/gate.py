@@ -32,7 +32,9 @@ class TrackingConfig(Section):
     chooses its own). ``experiment``: experiment name. ``retries``: extra attempts per MLflow call after a
     transient failure (server unreachable, 5xx, database locked), waiting ``backoff_s * 2**attempt`` seconds
     in between; ``http_timeout_s``: per-request timeout (s) against a server (MLflow's own retries are off,
-    so the total wait stays bounded). ``dvc_root``: folder searched for ``data.dvc`` / ``dvc.lock``.
+    so the total wait stays bounded). ``lock_timeout_s``: how long ``track`` waits for the lock beside a local
+    (SQLite or file) store held by another ``track`` before giving up with an error. ``dvc_root``: folder searched
+    for ``data.dvc`` / ``dvc.lock``.
     """
 
     uri: str = "sqlite:///mlflow.db"
@@ -41,6 +43,7 @@ class TrackingConfig(Section):
     retries: Annotated[int, Field(ge=0, le=10)] = 3
     backoff_s: Annotated[FiniteFloat, Field(ge=0.0)] = 0.5
     http_timeout_s: PositiveInt = 10
+    lock_timeout_s: Annotated[FiniteFloat, Field(gt=0.0)] = 600.0
     dvc_root: str = "."
 
 

@@ -99,8 +99,16 @@ def dimension_label(dimension: str) -> str:
 
 
 def version_label(result: BenchmarkResult) -> str:
-    """``name/version`` of the evaluated model (either part may be absent), or ``unnamed model``."""
-    return "/".join(v for v in (result.model.get("name"), result.model.get("version")) if v) or "unnamed model"
+    """``name/version`` of the evaluated model (either part may be absent), or ``unnamed model``.
+
+    A label starting with ``_`` gets a leading zero-width space: matplotlib silently drops legend entries whose
+    label starts with an underscore (a model named ``_model`` would vanish from every legend).
+
+    >>> version_label(BenchmarkResult.model_construct(model={"name": "_m", "version": "1"}))
+    '\u200b_m/1'
+    """
+    label = "/".join(v for v in (result.model.get("name"), result.model.get("version")) if v) or "unnamed model"
+    return "\u200b" + label if label.startswith("_") else label
 
 
 def breakdowns(result: BenchmarkResult) -> dict[tuple[str, str], dict[str, MetricSummary]]:

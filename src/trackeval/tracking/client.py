@@ -282,21 +282,19 @@ def local_store(uri: str) -> Path | None:
     return None
 
 
-#: how long ``track`` waits for another process writing to the same local store (s)
-LOCK_TIMEOUT_S = 600.0
 #: suffix of the lock file beside a local store (``mlflow.db`` -> ``mlflow.db.trackeval.lock``)
 LOCK_SUFFIX = ".trackeval.lock"
 
 
 @contextlib.contextmanager
-def store_lock(uri: str, timeout_s: float | None = None) -> Iterator[Path | None]:
+def store_lock(uri: str, timeout_s: float) -> Iterator[Path | None]:
     """Hold the file lock beside the local store of ``uri`` (yields its path); a server store: nothing to lock
     (yields None). The lock is an OS lock (``flock``): a holder that dies releases it, so a stale lock file is
     harmless.
 
     Raises:
         InputError: the store's folder does not exist (field ``tracking.uri``).
-        TrackingError: another process held the lock for ``timeout_s`` (default :data:`LOCK_TIMEOUT_S`).
+        TrackingError: another process held the lock for ``timeout_s`` seconds (``tracking.lock_timeout_s``).
     """
     from filelock import FileLock, Timeout
 
@@ -310,16 +308,15 @@ def store_lock(uri: str, timeout_s: float | None = None) -> Iterator[Path | None
         )
     path = Path(f"{store}{LOCK_SUFFIX}")
     lock = FileLock(str(path))
-    timeout = LOCK_TIMEOUT_S if timeout_s is None else timeout_s
     try:
         try:
             lock.acquire(timeout=0)
         except Timeout:
-            log.warning("another trackeval process is writing to %s; waiting up to %gs for %s", uri, timeout, path)
-            lock.acquire(timeout=timeout)
+            log.warning("another trackeval process is writing to %s; waiting up to %gs for %s", uri, timeout_s, path)
+            lock.acquire(timeout=timeout_s)
     except Timeout as exc:
         raise TrackingError(
-            f"another trackeval process kept the tracking store {uri} locked for {timeout:g}s (lock {path}); "
+            f"another trackeval process kept the tracking store {uri} locked for {timeout_s:g}s (lock {path}); "
             "wait for it to finish, then run the command again"
         ) from exc
     try:

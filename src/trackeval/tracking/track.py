@@ -376,7 +376,7 @@ def track_results(
     lineage = {"git_commit": git_commit(root), "dvc": dvc_data_digest(root) or ""}
     out: list[Tracked] = []
     try:
-        with store_lock(tracking_uri(cfg)):
+        with store_lock(tracking_uri(cfg), cfg.lock_timeout_s):
             ml = Mlflow(cfg)
             for (name, version), items in by_model.items():
                 _check_repoint(ml, name, version, items, replace)
