@@ -10,10 +10,11 @@ with every label eroded by one voxel. Measured in one run:
 (c) MONAI ``DiceMetric(num_classes=119, include_background=False, reduction="none")`` on the same arrays,
     run once (it is slow);
 (d) peak extra memory of (a): in a fresh subprocess that has loaded the inputs (``np.load``) and warmed up
-    torch, the kernel's peak-RSS mark is reset (``/proc/self/clear_refs``), and extra = ``VmHWM`` after the
-    call minus ``VmRSS`` before it. tracemalloc cannot see torch's allocations; the RSS high-water mark sees
-    everything. ``ru_maxrss`` is not used when the reset works: it cannot be reset and a subprocess inherits
-    its parent's value across fork/exec (measured: 1.1 GiB here, the parent's peak, not the child's).
+    the kernel, its peak-RSS mark is reset (``/proc/self/clear_refs``), and extra = ``VmHWM`` after the
+    call minus ``VmRSS`` before it. The RSS high-water mark sees every allocation, also those of native
+    libraries that tracemalloc cannot see. ``ru_maxrss`` is not used when the reset works: it cannot be reset
+    and a subprocess inherits its parent's value across fork/exec (measured: 1.1 GiB here, the parent's peak,
+    not the child's).
 """
 
 from __future__ import annotations
@@ -73,7 +74,7 @@ def _proc_status_kib(field: str) -> int:
 def measure_memory_child(pred_path: str, truth_path: str) -> None:
     """In a fresh process: print RSS before and peak RSS during one Dice+IoU call (bytes), and how."""
     pred, truth = np.load(pred_path), np.load(truth_path)
-    trackeval_dice_iou(pred[:, :, :4], truth[:, :, :4])  # warm up torch (thread pool, kernels), same path
+    trackeval_dice_iou(pred[:, :, :4], truth[:, :, :4])  # warm up, same path
     rss_before = _proc_status_kib("VmRSS") * 1024
     try:  # reset the kernel's peak-RSS mark (VmHWM) to the current RSS (Linux >= 4.0)
         with open("/proc/self/clear_refs", "w") as f:
@@ -104,7 +105,7 @@ def peak_extra_memory(pred: np.ndarray, truth: np.ndarray) -> tuple[int, str]:
         else "ru_maxrss (could not reset the peak mark; may be inflated by earlier peaks)"
     )
     note = (
-        f"fresh subprocess, inputs np.load'ed (Fortran-ordered: {out[3]}), torch warmed up; {how}; "
+        f"fresh subprocess, inputs np.load'ed (Fortran-ordered: {out[3]}), kernel warmed up; {how}; "
         f"RSS before {rss_before / 2**20:.1f} MiB, peak during call {peak / 2**20:.1f} MiB"
     )
     return peak - rss_before, note

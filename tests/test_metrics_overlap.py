@@ -193,10 +193,9 @@ def test_confusion_matrix_matches_sklearn(dtype: type, high: int) -> None:
 
 @pytest.mark.parametrize("n_labels", [3, 30, 300])
 def test_many_chunks_and_sparse_histogram(monkeypatch: pytest.MonkeyPatch, n_labels: int) -> None:
-    """Tiny chunks: many chunks and torch sub-chunks (last ones partial); 3 labels use torch.bincount, 30
-    np.bincount (900 bins > 300), 300 the sparse histogram (90000 bins > CHUNK)."""
+    """Tiny chunks: many chunks (the last one partial); 3 labels use uint8 codes, 30 int16 codes (900 bins),
+    both counted by np.bincount; 300 the sparse histogram (90000 bins > CHUNK)."""
     monkeypatch.setattr(overlap, "CHUNK", 1000)
-    monkeypatch.setattr(overlap, "_TORCH_SERIAL", 300)
     rng = np.random.default_rng(n_labels)
     pred, truth = _random_maps(rng, (33, 31, 7), n_labels)
     values, matrix = confusion_matrix(pred.astype(np.int16), truth.astype(np.int16))
@@ -290,3 +289,29 @@ def test_validation_errors() -> None:
         dice(a, a, labels=[()])
     with pytest.raises(TypeError, match=r"ints or tuples"):
         dice(a, a, labels=[1.0])
+
+
+def _torch_confusion(pred: np.ndarray, truth: np.ndarray, n: int) -> np.ndarray:
+    """The previous kernel's counting: ``torch.bincount`` of ``truth * n + pred`` (int64 codes)."""
+    code = torch.from_numpy(truth.astype(np.int64).ravel() * n + pred.astype(np.int64).ravel())
+    return torch.bincount(code, minlength=n * n).numpy().reshape(n, n)
+
+
+@pytest.mark.parametrize(("n_labels", "dtype"), [(2, np.uint8), (14, np.uint8), (16, np.uint8), (17, np.int16)])
+def test_numpy_counts_equal_the_torch_path(n_labels: int, dtype: type) -> None:
+    """uint8 codes up to 16 labels (256 bins), int16 above: the matrix equals torch.bincount's exactly, and so do
+    Dice and IoU computed from it (in either memory order)."""
+    rng = np.random.default_rng(n_labels)
+    pred, truth = _random_maps(rng, (37, 29, 23), n_labels)
+    pred[0, 0, 0], truth[0, 0, 1] = n_labels - 1, n_labels - 1  # the largest id is present
+    pred, truth = pred.astype(dtype), truth.astype(dtype)
+    values, matrix = confusion_matrix(np.asfortranarray(pred), np.asfortranarray(truth))
+    reference = _torch_confusion(pred, truth, n_labels)
+    present = (reference.sum(axis=0) > 0) | (reference.sum(axis=1) > 0)
+    np.testing.assert_array_equal(values, np.flatnonzero(present))
+    np.testing.assert_array_equal(matrix, reference[np.ix_(present, present)])
+    ours = confusion(pred, truth)
+    for label, counts in ours.items():
+        tp = int(reference[label, label])
+        n_ref, n_pred = int(reference[label].sum()), int(reference[:, label].sum())
+        assert counts == LabelCounts(tp=tp, fp=n_pred - tp, fn=n_ref - tp, n_pred=n_pred, n_ref=n_ref)

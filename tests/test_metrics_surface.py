@@ -142,8 +142,33 @@ CASES = [
 ]
 
 
+def _assert_identical(actual: dict, expected: dict) -> None:
+    """Bit-identical metric dicts (NaN equals NaN)."""
+    assert list(actual) == list(expected)
+    for label, values in expected.items():
+        assert list(actual[label]) == list(values)
+        for key, value in values.items():
+            got = actual[label][key]
+            assert got == value or (math.isnan(got) and math.isnan(value)), (label, key, got, value)
+
+
+def _no_kdtree(*_args: object) -> np.ndarray:
+    raise AssertionError("the k-d tree fallback must not run on this path")
+
+
+def _use_path(monkeypatch: pytest.MonkeyPatch, path: str) -> None:
+    """``offsets``: the offset table covers every distance, no k-d tree; ``kdtree``: every search by the tree."""
+    if path == "offsets":
+        monkeypatch.setattr(surface_mod, "_OFFSET_BUDGET", 10**6)
+        monkeypatch.setattr(surface_mod, "_OFFSET_CHEAP", 10**9)
+        monkeypatch.setattr(surface_mod, "_kdtree_distances", _no_kdtree)
+    elif path == "kdtree":
+        monkeypatch.setattr(surface_mod, "_OFFSET_CHEAP", 0)
+        monkeypatch.setattr(surface_mod, "_KDTREE_BUILD_COST", 0)
+
+
 @pytest.mark.parametrize(("shape", "spacing", "n_labels"), CASES)
-@pytest.mark.parametrize("path", ["auto", "edt", "kdtree"])
+@pytest.mark.parametrize("path", ["auto", "offsets", "kdtree"])
 def test_matches_bruteforce_reference(
     monkeypatch: pytest.MonkeyPatch,
     shape: tuple[int, ...],
@@ -151,10 +176,7 @@ def test_matches_bruteforce_reference(
     n_labels: int,
     path: str,
 ) -> None:
-    if path == "edt":
-        monkeypatch.setattr(surface_mod, "_KDTREE_SURFEL_RATIO", 10**12)
-    elif path == "kdtree":
-        monkeypatch.setattr(surface_mod, "_KDTREE_SURFEL_RATIO", 0)
+    _use_path(monkeypatch, path)
     rng = np.random.default_rng(int(np.prod(shape)) + n_labels)
     truth = _random_label_map(rng, shape, n_labels)
     pred = _perturb(rng, truth)
@@ -171,6 +193,48 @@ def test_matches_bruteforce_reference(
     assert all(math.isnan(v) for v in result[99].values())
     # the perturbation must produce non-trivial values, otherwise the test proves little
     assert 0.0 < result[(2, 4)]["nsd"] < 1.0 and result[(2, 4)]["hd"] > 0.0
+    # Fortran-ordered maps (nibabel's layout) are processed transposed, with bit-identical results; so is a pair
+    # of maps in different memory orders
+    fortran = surface_metrics(
+        np.asfortranarray(pred), np.asfortranarray(truth), spacing, labels=labels, tolerance_mm=tol, percentile=pct
+    )
+    _assert_identical(fortran, result)
+    mixed = surface_metrics(pred, np.asfortranarray(truth), spacing, labels=labels, tolerance_mm=tol, percentile=pct)
+    _assert_identical(mixed, result)
+
+
+@pytest.mark.parametrize("path", ["offsets", "kdtree"])
+def test_search_paths_are_bit_identical(monkeypatch: pytest.MonkeyPatch, path: str) -> None:
+    """The offset search and the k-d tree give the same values as the default mix of both, bit for bit."""
+    rng = np.random.default_rng(5)
+    truth = _random_label_map(rng, (30, 26, 22), 6)
+    pred = _perturb(rng, truth)
+    spacing = (2.5, 0.703125, 0.703125)
+    default = surface_metrics(np.asfortranarray(pred), np.asfortranarray(truth), spacing, tolerance_mm=1.5)
+    _use_path(monkeypatch, path)
+    _assert_identical(
+        surface_metrics(np.asfortranarray(pred), np.asfortranarray(truth), spacing, tolerance_mm=1.5), default
+    )
+
+
+SPACINGS_3D = [(1.0, 1.0, 1.0), (0.703125, 0.703125, 2.5), (2.5, 0.703125, 0.703125), (3.0, 2.0, 1.0), (0.1, 7.3, 0.45)]
+
+
+@pytest.mark.parametrize("spacing", SPACINGS_3D + [(0.8, 1.3), (1.0, 1.0), (2.0, 0.7)])
+def test_area_table_is_monais_bit_for_bit(spacing: tuple[float, ...]) -> None:
+    """The surfel-area table is computed without MONAI/torch and equals MONAI's (float32 in 3D) exactly."""
+    table, kernel = get_code_to_measure_table(spacing)
+    np.testing.assert_array_equal(surface_mod._area_table(spacing), np.asarray(table.numpy(), dtype=np.float64))
+    ours = surface_mod._ENCODING_KERNEL[len(spacing)]
+    np.testing.assert_array_equal(ours, kernel.numpy().reshape(ours.shape))
+
+
+def test_area_table_random_spacings() -> None:
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        spacing = tuple(float(s) for s in rng.uniform(0.05, 8.0, 3))
+        expected = np.asarray(get_code_to_measure_table(spacing)[0].numpy(), dtype=np.float64)
+        np.testing.assert_array_equal(surface_mod._area_table(spacing), expected, err_msg=str(spacing))
 
 
 def test_default_labels_are_all_nonzero_ids_and_wrappers_agree() -> None:
@@ -214,9 +278,9 @@ def test_bool_maps_and_generic_code_path(monkeypatch: pytest.MonkeyPatch) -> Non
     expected = _reference_metrics(pred.astype(np.uint8), truth.astype(np.uint8), spacing, (1,), 1.1, 95.0)
     _assert_metrics_close(surface_metrics(pred, truth, spacing, tolerance_mm=1.1)[1], expected)
     # the non-separable fallback for the neighbourhood code gives the same answer
-    geometry = surface_mod._Geometry(spacing)
+    geometry = surface_mod._Geometry(spacing, False, surface_mod._OFFSET_BUDGET)
     geometry.factors = None
-    monkeypatch.setattr(surface_mod._Geometry, "get", staticmethod(lambda _spacing: geometry))
+    monkeypatch.setattr(surface_mod._Geometry, "get", staticmethod(lambda *_args: geometry))
     _assert_metrics_close(surface_metrics(pred, truth, spacing, tolerance_mm=1.1)[1], expected)
 
 

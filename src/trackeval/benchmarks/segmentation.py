@@ -1,7 +1,8 @@
 """Scoring of one (truth, prediction) pair of label maps for named labels: shared by UMD and X-ray seg.
 
 One confusion pass gives Dice/IoU and voxel counts for every label and region; surface metrics run per
-label on cropped bounding boxes. The empty policy (``docs/design.md``):
+label on cropped bounding boxes, and only when one of them is asked for (``metrics``: Dice/IoU alone cost one
+pass over the volumes). The empty policy (``docs/design.md``):
 
 =====================  ======  =====  ==============================  =====
 truth / prediction     Dice    NSD    HD95, HD, ASSD                  valid
@@ -16,6 +17,7 @@ pred empty, truth not  0       0      penalty                         yes
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 
 import numpy as np
 
@@ -28,8 +30,13 @@ from trackeval.metrics.overlap import (
 )
 from trackeval.metrics.surface import surface_metrics
 
-#: Per-item metrics every segmentation record carries (units: Dice/IoU/NSD in [0, 1], distances in mm).
+#: Per-item metrics a segmentation record can carry (units: Dice/IoU/NSD in [0, 1], distances in mm); the voxel
+#: counts ``n_ref``/``n_pred`` are always there, the others when selected.
 SEG_METRICS: tuple[str, ...] = ("dsc", "iou", "nsd", "hd95", "hd", "assd", "n_ref", "n_pred")
+#: The metrics that need surface distances.
+SURFACE_METRICS: tuple[str, ...] = ("nsd", "hd95", "hd", "assd")
+#: Values of an item absent from both truth and prediction under ``empty_both="perfect"``.
+_PERFECT = {"dsc": 1.0, "iou": 1.0, "nsd": 1.0, "hd95": 0.0, "hd": 0.0, "assd": 0.0}
 
 
 def distance_penalty(shape: tuple[int, ...], spacing: tuple[float, ...], setting: str | float) -> float:
@@ -57,32 +64,45 @@ def score_segmentation(
     hd_empty_penalty: str | float,
     empty_both: str = "nan",
     confusion: tuple[np.ndarray, np.ndarray] | None = None,
+    metrics: Collection[str] = SEG_METRICS,
 ) -> dict[str, dict[str, float]]:
-    """``{item name: {metric: value}}`` for every named label or region (metrics: :data:`SEG_METRICS`).
+    """``{item name: {metric: value}}`` for every named label or region.
 
-    ``confusion`` may pass a ``confusion_matrix(pred, truth)`` already computed by the caller (for label
-    checks) so the volumes are not scanned twice.
+    ``metrics`` selects what is computed among ``dsc, iou, nsd, hd95, hd, assd`` (default all); the keys of
+    the others are absent, and the surface distances are not computed at all when none of ``nsd, hd95, hd,
+    assd`` is selected. ``n_ref``/``n_pred`` (voxel counts) are always recorded. ``confusion`` may pass a
+    ``confusion_matrix(pred, truth)`` already computed by the caller (for label checks) so the volumes are not
+    scanned twice.
     """
+    selected = [m for m in SEG_METRICS if m in metrics and m not in ("n_ref", "n_pred")]
     values, matrix = confusion if confusion is not None else confusion_matrix(pred, truth)
     counts = counts_from_matrix(values, matrix, list(labels.values()))
-    surf = surface_metrics(
-        pred,
-        truth,
-        spacing,
-        labels=list(labels.values()),
-        tolerance_mm=nsd_tolerance_mm,
-        percentile=hd_percentile,
-    )
+    surf = {}
+    if any(m in SURFACE_METRICS for m in selected):
+        surf = surface_metrics(
+            pred,
+            truth,
+            spacing,
+            labels=list(labels.values()),
+            tolerance_mm=nsd_tolerance_mm,
+            percentile=hd_percentile,
+        )
     penalty = distance_penalty(truth.shape, spacing, hd_empty_penalty)
     out: dict[str, dict[str, float]] = {}
     for name, label in labels.items():
         c = counts[label]
-        s = surf[label]
-        row = {"dsc": dice_from_counts(c), "iou": iou_from_counts(c), "nsd": s["nsd"]}
-        for m in ("hd95", "hd", "assd"):
-            row[m] = penalty if math.isinf(s[m]) else s[m]
-        if empty_both == "perfect" and c.n_ref == 0 and c.n_pred == 0:
-            row.update(dsc=1.0, iou=1.0, nsd=1.0, hd95=0.0, hd=0.0, assd=0.0)
+        row = {}
+        for m in selected:
+            if empty_both == "perfect" and c.n_ref == 0 and c.n_pred == 0:
+                row[m] = _PERFECT[m]
+            elif m == "dsc":
+                row[m] = dice_from_counts(c)
+            elif m == "iou":
+                row[m] = iou_from_counts(c)
+            elif m == "nsd":
+                row[m] = surf[label]["nsd"]
+            else:  # distances: the penalty when exactly one side is empty
+                row[m] = penalty if math.isinf(surf[label][m]) else surf[label][m]
         row["n_ref"] = float(c.n_ref)
         row["n_pred"] = float(c.n_pred)
         out[name] = row

@@ -3,7 +3,8 @@
 Inputs: ``GT_DIR/manifest.csv`` (``case_id,subject_id,modality`` + optional ``site``, ``scanner`` and free
 group columns; modality in {ct, mri, pet}), ``GT_DIR/<case_id>.nii.gz`` and ``PRED_DIR/<case_id>.nii.gz``
 integer label maps on the same grid. Per case x organ: dsc (primary), nsd@tolerance, hd95 (+ iou, hd, assd
-in the per-case records).
+in the per-case records); ``umd.metrics`` selects a subset (``[dsc, iou]``: no surface distances), the keys of
+the others are then absent from the records and the aggregates.
 
 Aggregates (metric m in dsc, nsd, hd95): ``umd/m`` = mean over organs of the per-organ means (nnU-Net
 ``foreground_mean``), ``umd/m/by_organ/<organ>``, ``umd/m/by_modality/<mod>`` and
@@ -210,6 +211,7 @@ def _organ_metrics(
         hd_empty_penalty=cfg.hd_empty_penalty,
         empty_both=cfg.empty_both,
         confusion=cm,
+        metrics=cfg.metrics,
     )
 
 
@@ -234,7 +236,7 @@ def aggregate(records: list[CaseRecord], cfg: EvalConfig) -> dict[str, MetricSum
     organs = list(cfg.umd.labels)
     modalities = [m for m in MODALITIES if any(r.groups["modality"] == m for r in records)]
     out: dict[str, MetricSummary] = {}
-    for metric in AGG_METRICS:
+    for metric in (m for m in AGG_METRICS if m in cfg.umd.metrics):
         values = item_matrix(records, organs, metric)
         out.update(mean_summaries(metric_key(NAME, metric), values, organs, "organ", cfg.bootstrap, "all"))
         for mod in modalities:

@@ -2,13 +2,24 @@
 
 Workers read their own files and return small records; results come back in input order whatever the
 executor, so outputs are identical across executors and worker counts.
+
+The process pool starts its workers with ``forkserver`` where the platform has it (Linux, macOS), ``spawn``
+elsewhere. The fork server is one fresh interpreter that imports the scoring function's module and the main
+module's imports once (``set_forkserver_preload``); each worker is then a fork of it, ready before its first
+case at almost no cost (UMD, measured by ``benchmarks/bench_e2e_umd.py``: ~0.01 CPU-s and ~60 MB per worker, plus
+~0.8 CPU-s once for the server; ``spawn`` re-imports everything in every worker: ~0.6 CPU-s and ~120 MB each).
+``fork`` of the calling process is not used: it holds threads (the progress bar's) whose locks a child could
+inherit held, and every library state of the caller.
 """
 
 from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import multiprocessing.context
 import os
+import sys
+import types
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ProcessPoolExecutor, wait
 from typing import TYPE_CHECKING, TypeVar
@@ -47,10 +58,44 @@ def _progress(total: int, description: str) -> tuple[Progress, int]:
 
 
 def _init_worker() -> None:
-    """One thread per worker process: the pool already uses every core."""
-    import torch
+    """One OpenMP/torch thread per worker process (the pool already uses every core); torch is not imported.
 
-    torch.set_num_threads(1)
+    Only libraries that read ``OMP_NUM_THREADS`` when they load later in the worker (torch, for kernels that
+    need it) are limited; numpy, imported first, keeps the caller's BLAS thread count, because BLAS reductions
+    such as ``np.dot`` split their sums by thread count and a case must give the same bits in a worker as in
+    the calling process.
+    """
+    import numpy  # noqa: F401  (loaded before the variable is set: its BLAS keeps the caller's threads)
+
+    os.environ["OMP_NUM_THREADS"] = "1"
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(1)
+
+
+def _main_imports() -> list[str]:
+    """The modules ``__main__`` holds or took functions and classes from (``trackeval.cli`` for the console script).
+
+    Every worker re-runs a main script to unpickle what it defines (multiprocessing's ``prepare``), and the fork
+    server cannot preload the script itself (Python < 3.13 drops its path); with these modules preloaded, the
+    re-run is a few dictionary look-ups instead of the imports.
+    """
+    names = set()
+    for value in vars(sys.modules["__main__"]).values():
+        name = value.__name__ if isinstance(value, types.ModuleType) else getattr(value, "__module__", None)
+        if isinstance(name, str) and name not in ("__main__", "__mp_main__", "builtins"):
+            names.add(name)
+    return sorted(names)
+
+
+def pool_context(fn: Callable[..., object]) -> multiprocessing.context.BaseContext:
+    """The multiprocessing context of the process pool (see the module docstring): ``forkserver`` preloading
+    ``fn``'s module and :func:`_main_imports` where available, else ``spawn``."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload([fn.__module__, *_main_imports()])
+    return ctx
 
 
 def default_workers(config: EngineConfig) -> int:
@@ -77,8 +122,7 @@ def map_cases(fn: Callable[[T], R], items: Sequence[T], config: EngineConfig, de
                 out.append(fn(item))
                 progress.advance(task)
             return out
-        ctx = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker) as pool:
+        with ProcessPoolExecutor(max_workers=workers, mp_context=pool_context(fn), initializer=_init_worker) as pool:
             futures: list[Future[R]] = [pool.submit(fn, item) for item in items]
             pending = set(futures)
             while pending:

@@ -1,13 +1,13 @@
 """Multi-label overlap metrics (Dice, IoU) from one confusion pass over two label maps.
 
 Every per-label and per-region count derives from a single ``K x K`` confusion matrix over the ``K`` distinct
-values of the two maps, built in one chunked pass: each voxel is encoded as ``truth * L + pred`` in a small
-integer dtype (numpy, in place) and the codes are histogrammed with ``torch.bincount`` on CPU, ~20x faster
-than ``np.bincount``. Every step runs on the calling thread (torch calls are kept below torch's parallel
-grain size), so the kernel does not slow down when other workers keep the cores busy: multi-threaded torch
-calls made it 13-30x slower on a busy 2-core machine. No per-label boolean masks are built, so the cost does
-not grow with the number of labels, and the peak extra memory is one chunk plus the histograms (plus one
-copy of an input whose memory order differs from the other's, see :func:`confusion_matrix`).
+values of the two maps, built in one chunked pass: each voxel is encoded as ``truth * L + pred`` in the
+narrowest integer dtype (numpy, in place) and the codes are counted with ``np.bincount``. Everything runs in
+numpy on the calling thread (no torch: importing it costs a worker ~1.5 CPU-s and ~100 MB; numpy 2's bincount
+is as fast as torch's single-threaded one here), so the kernel does not slow down when other workers keep the
+cores busy. No per-label boolean masks are built, so the cost does not grow with the number of labels, and the
+peak extra memory is one chunk plus the histograms (plus one copy of an input whose memory order differs from the
+other's, see :func:`confusion_matrix`).
 
 Empty policy (nnU-Net convention), with ``TP``/``FP``/``FN`` the voxel counts of one label or region:
 
@@ -35,10 +35,6 @@ Label = int | tuple[int, ...]
 
 #: Voxels per chunk of the confusion pass (2**19 measured fastest on CPU: the chunk stays in cache).
 CHUNK = 1 << 19
-#: torch runs an op on the calling thread alone when it has at most this many elements (its intra-op grain
-#: size). A bigger torch.bincount opens an OpenMP region, which costs milliseconds per call when other
-#: processes keep the cores busy (measured: 9 ms instead of 28 us for 2**16 elements, 2 busy cores).
-_TORCH_SERIAL = 1 << 15
 #: Above this label value, compaction maps values with ``searchsorted`` instead of a lookup table.
 _MAX_LUT = 1 << 22
 
@@ -142,16 +138,10 @@ def _flat_pair(truth: np.ndarray, pred: np.ndarray) -> tuple[np.ndarray, np.ndar
 
 def _histogram(ft: np.ndarray, fp: np.ndarray, n_bins: int, encode: Callable) -> np.ndarray:
     """Histogram of ``encode(truth_chunk, pred_chunk)`` codes over all chunks, int64 of length ``n_bins``."""
-    import torch  # imported on first use: declaring benchmarks and `trackeval --help` must not load torch
-
     hist = np.zeros(n_bins, dtype=np.int64)
     for s in range(0, ft.size, CHUNK):
         code = encode(ft[s : s + CHUNK], fp[s : s + CHUNK])
-        if n_bins <= _TORCH_SERIAL:  # the common case: ~20x faster than np.bincount
-            tc = torch.from_numpy(code)
-            for u in range(0, code.size, _TORCH_SERIAL):
-                hist += torch.bincount(tc[u : u + _TORCH_SERIAL], minlength=n_bins).numpy()
-        elif n_bins <= CHUNK:
+        if n_bins <= CHUNK:  # the common case
             hist += np.bincount(code, minlength=n_bins)
         else:  # many bins: a dense per-chunk histogram would cost more than the chunk itself
             bins, counts = np.unique(code, return_counts=True)
@@ -191,9 +181,9 @@ def confusion_matrix(pred: np.ndarray, truth: np.ndarray) -> tuple[np.ndarray, n
 
     Notes:
         Small labels (``(max + 1) ** 2 <= CHUNK = 2**19``, i.e. ids up to 723) are encoded directly as
-        ``truth * L + pred`` (int16 when it fits, else int32) and counted with ``torch.bincount`` (ids up to
-        180) or ``np.bincount`` (about 2x slower); larger ids are first compacted to their rank among the
-        present values, so any non-negative integer labels work, at about 10-30x the cost. The matrix is
+        ``truth * L + pred`` (uint8, int16 or int32, the narrowest that holds the codes) and counted with
+        ``np.bincount``; larger ids are first compacted to their rank among the present values, so any
+        non-negative integer labels work, at about 10-30x the cost. The matrix is
         dense, ``K * K`` int64: fine for anatomy label maps, not for instance maps with 10^5 objects.
         Both maps are read as flat views when they share a contiguous memory order (both C or both Fortran,
         as nibabel returns); otherwise one of them is copied once.
@@ -215,7 +205,7 @@ def confusion_matrix(pred: np.ndarray, truth: np.ndarray) -> tuple[np.ndarray, n
     n = vmax + 1
     if n * n <= CHUNK:  # direct: code = truth * n + pred, in the narrowest dtype that holds n * n - 1
         values = np.arange(n, dtype=np.int64)
-        buf = np.empty(CHUNK, dtype=np.int16 if n * n <= np.iinfo(np.int16).max + 1 else np.int32)
+        buf = np.empty(CHUNK, dtype=next(t for t in (np.uint8, np.int16, np.int32) if n * n - 1 <= np.iinfo(t).max))
 
         def encode(t: np.ndarray, p: np.ndarray) -> np.ndarray:
             code = buf[: t.size]

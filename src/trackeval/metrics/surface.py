@@ -61,18 +61,26 @@ Relation to MONAI:
   ``sqrt(sum(spacing**2))``; no such bound holds for HD95.
 
 Implementation: the metrics never one-hot the volume and never run a distance
-transform on the full volume. The bounding box of every label is found in one
+transform. The bounding box of every label is found in one
 ``scipy.ndimage.find_objects`` pass per map; each label (or region, the union of
 its member ids) is processed inside the union box of its truth and prediction
-boxes, padded by one voxel. Because all border corners of both masks lie inside
-that padded box, the distance transform computed there is exact, so the result
-equals the full-volume computation while memory is bounded by the largest crop.
-Only the EDT's feature transform is computed and the distance is evaluated at the
-query corners. When the surfaces are sparse in the crop (fewer than one surfel
-per ``_KDTREE_SURFEL_RATIO`` corners, the usual case for organs) the nearest
-border corner is found with an exact ``scipy.spatial.cKDTree`` query instead,
-which is several times cheaper there; both paths compute the distance from the
-integer corner offset with the same formula and return the same values.
+boxes. The nearest border corner of the other surface is searched exactly on the
+integer corner grid: the offsets to try are the ``_OFFSET_BUDGET`` grid offsets
+nearest to the origin, sorted by their distance, and each surfel takes the first
+offset that lands on a border corner of the other mask (a vectorised gather per
+block of offsets; most surfels of a plausible prediction stop within a few
+offsets). Surfels with no border corner within that radius (rare) are answered by
+an exact ``scipy.spatial.cKDTree`` query. The crop is padded by the search radius,
+so memory is bounded by the largest crop, never the volume.
+
+Memory order: nibabel returns Fortran-ordered arrays. Such a pair of maps is
+processed as its C-contiguous transposed view (no copy; scanning a Fortran array
+in C order was ~7x slower); neighbourhood codes, surfel areas, distances and the
+order of the surfels (hence every floating-point sum) follow the original axis
+order, so the result is bit-identical to the one for a C-ordered copy. Every
+distance is computed from the integer corner offset with one formula, and the
+area table reproduces MONAI's float32 table bit for bit without importing MONAI
+or torch.
 """
 
 from __future__ import annotations
@@ -104,10 +112,19 @@ Label = int | tuple[int, ...]
 # maximum (or with negative ids) the ids are compacted with np.unique first.
 _MAX_DIRECT_ID = 1 << 16
 
-# The nearest-border search uses an exact k-d tree instead of the crop-wide EDT
-# when the crop's corner grid has at least this many corners per surfel (the EDT
-# costs about this many times more per corner than the tree per surfel).
-_KDTREE_SURFEL_RATIO = 8
+# Grid offsets in the search table, nearest first (a radius of about 6.6 mm for
+# 0.7 x 0.7 x 2.5 mm CT voxels); the crop is padded by that radius. 512 to 4096
+# measured alike; the smaller pad keeps the crops small.
+_OFFSET_BUDGET = 1024
+
+# After this many offsets, the surfels still without a hit continue through the
+# table only while that costs less than a k-d tree over the other surface; the
+# tree's build costs about this many gathers per surfel.
+_OFFSET_CHEAP = 512
+_KDTREE_BUILD_COST = 50
+
+# Elements gathered per vectorised step of the offset search.
+_GATHER_BLOCK = 1 << 16
 
 _Box = tuple[slice, ...]
 
@@ -209,12 +226,13 @@ def surface_metrics(
     pct = _check_percentile(percentile)
     requested = _check_labels(labels)
 
+    pred_arr, truth_arr, flip = _oriented(pred_arr, truth_arr)
     truth_boxes = _label_boxes(truth_arr)
     pred_boxes = _label_boxes(pred_arr)
     if requested is None:
         requested = sorted(set(truth_boxes) | set(pred_boxes))
 
-    geometry = _Geometry.get(spacing_t)
+    geometry = _Geometry.get(spacing_t, flip, _OFFSET_BUDGET)
     results: dict[Label, dict[str, float]] = {}
     for label in requested:
         members = label if isinstance(label, tuple) else (label,)
@@ -225,9 +243,7 @@ def surface_metrics(
         if box is None:
             results[label] = dict.fromkeys(_METRIC_KEYS, math.nan)
             continue
-        truth_mask = _padded_mask(truth_arr, box, members)
-        pred_mask = _padded_mask(pred_arr, box, members)
-        d_tp, a_t, d_pt, a_p = _directed_distances(truth_mask, pred_mask, geometry)
+        d_tp, a_t, d_pt, a_p = _directed_distances(truth_arr, pred_arr, box, members, geometry)
         results[label] = _summarise(d_tp, a_t, d_pt, a_p, tol, pct)
     return results
 
@@ -378,15 +394,15 @@ def surface_distances(
     """
     pred_arr, truth_arr = _check_maps(pred_mask, truth_mask, names=("pred_mask", "truth_mask"))
     spacing_t = _check_spacing(spacing, pred_arr.ndim)
+    pred_arr, truth_arr, flip = _oriented(pred_arr, truth_arr)
     pred_bool = pred_arr if pred_arr.dtype == np.bool_ else pred_arr != 0
     truth_bool = truth_arr if truth_arr.dtype == np.bool_ else truth_arr != 0
     box = _union_box([_mask_box(truth_bool), _mask_box(pred_bool)])
     if box is None:
         empty = _readonly(np.zeros(0))
         return SurfaceDistances(empty, empty, empty, empty)
-    truth_padded = _padded_mask(truth_bool, box, (True,))
-    pred_padded = _padded_mask(pred_bool, box, (True,))
-    d_tp, a_t, d_pt, a_p = _directed_distances(truth_padded, pred_padded, _Geometry.get(spacing_t))
+    geometry = _Geometry.get(spacing_t, flip, _OFFSET_BUDGET)
+    d_tp, a_t, d_pt, a_p = _directed_distances(truth_bool, pred_bool, box, (True,), geometry)
     d_tp, a_t = _sort_pairs(d_tp, a_t)
     d_pt, a_p = _sort_pairs(d_pt, a_p)
     return SurfaceDistances(_readonly(d_tp), _readonly(d_pt), _readonly(a_t), _readonly(a_p))
@@ -480,6 +496,20 @@ def _check_labels(labels: Iterable[Label] | None) -> list[Label] | None:
 # --------------------------------------------------------------------------- boxes and crops
 
 
+def _oriented(pred: np.ndarray, truth: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool]:
+    """Both maps in the orientation in which ``truth`` is C-contiguous: ``(pred, truth, flip)``.
+
+    ``flip`` is True when the maps are returned as their transposed views (``.T``, no copy: a Fortran-ordered
+    volume, as nibabel returns). A ``pred`` in the other memory order is copied once into the same order.
+    """
+    flip = truth.flags.f_contiguous and not truth.flags.c_contiguous
+    if flip:
+        pred, truth = pred.T, truth.T
+    if truth.flags.c_contiguous and not pred.flags.c_contiguous:
+        pred = np.ascontiguousarray(pred)
+    return pred, truth, flip
+
+
 def _label_boxes(arr: np.ndarray) -> dict[int, _Box]:
     """Bounding boxes of all non-zero ids of a label map in one pass."""
     if arr.dtype == np.bool_:
@@ -516,11 +546,11 @@ def _union_box(boxes: list[_Box | None]) -> _Box | None:
     return tuple(slice(min(b[ax].start for b in present), max(b[ax].stop for b in present)) for ax in range(ndim))
 
 
-def _padded_mask(arr: np.ndarray, box: _Box, members: tuple) -> np.ndarray:
-    """Binary mask of ``members`` inside ``box``, zero-padded by one voxel on every side."""
+def _padded_mask(arr: np.ndarray, box: _Box, members: tuple, pad: tuple[int, ...]) -> np.ndarray:
+    """C-contiguous binary mask of ``members`` inside ``box``, zero-padded by ``pad[ax]`` voxels on both sides."""
     sub = arr[box]
-    padded = np.zeros(tuple(s + 2 for s in sub.shape), dtype=np.bool_)
-    inner = padded[(slice(1, -1),) * sub.ndim]
+    padded = np.zeros(tuple(n + 2 * p for n, p in zip(sub.shape, pad, strict=True)), dtype=np.bool_)
+    inner = padded[tuple(slice(p, p + n) for n, p in zip(sub.shape, pad, strict=True))]
     if len(members) == 1:
         np.equal(sub, members[0], out=inner)
     else:
@@ -528,28 +558,146 @@ def _padded_mask(arr: np.ndarray, box: _Box, members: tuple) -> np.ndarray:
     return padded
 
 
+# --------------------------------------------------------------------------- surfel areas
+
+#: Neighbourhood-code kernels (MONAI ``ENCODING_KERNEL``, DeepMind's layout), original axis order.
+_ENCODING_KERNEL = {
+    2: np.array([[8, 4], [2, 1]], dtype=np.int64),
+    3: np.array([[[128, 64], [32, 16]], [[8, 4], [2, 1]]], dtype=np.int64),
+}
+
+# DeepMind's marching-cubes surfel normals per 3D neighbourhood code (google-deepmind/surface-distance,
+# lookup_tables.py, as copied into MONAI's metrics/utils.py; Apache-2.0). Only the absolute components enter
+# the area, so code c's entry lists its non-zero normals in table order, three digits each: 8 x |n_x|, 8 x |n_y|,
+# 8 x |n_z| ("0": no normal). Checked against MONAI's table in tests/test_metrics_surface.py.
+_NORMALS_3D = (
+    "0 111 111 220220 111 202202 111111 400222111 111 111111 202202 400222111 220220 400222111 400222111 400400 "
+    "111 022022 111111 040222111 111111 004222111 111111111 111222222111 111111 022022111 202202111 111333022202 "
+    "111220220 333022111220 400111222111 400111222 111 111111 022022 040111222 111111 111202202 022022111 "
+    "333022111202 111111 111111111 004222111 222222111111 111220220 400222111111 022333111220 400222111 220220 "
+    "040222111 040111222 040040 220220111 333202111220 111040222111 040222111 111220220 040222111111 333220111202 "
+    "040222111 220220220220 220220111 111220220 220220 111 111111 111111 111220220 022022 004222111 022022111 "
+    "333022111220 111111 111111111 111202202 400222111111 040222111 222222111111 202333022111 400222111 202202 "
+    "004222111 111202202 202333220111 004222111 004004 111111222004 111222004 202202111 004222111111 202202202202 "
+    "111202202 202333220111 004222111 111202202 202202 111111 111111111 111022022 040111222111 022022111 "
+    "004222111111 022022022022 022022111 111111111 111111111111 004222111111 111111111 040222111111 111111111 "
+    "022022111 111111 400222111 222111222111 333022111202 040222111 333220022111 111222004 111022022 022022 "
+    "400222111111 111111111 202202111 111111 220220111 111111 111111 111 111 111111 111111 220220111 111111 "
+    "202202111 111111111 400222111111 022022 111022022 111222004 333220022111 040222111 333022111202 222111222111 "
+    "400222111 111111 022022111 111111111 040222111111 111111111 004222111111 111111111111 111111111 022022111 "
+    "022022022022 004222111111 022022111 040111222111 111022022 111111111 111111 202202 111202202 004222111 "
+    "202333220111 111202202 202202202202 004222111111 202202111 111222004 111111222004 004004 004222111 "
+    "202333220111 111202202 004222111 202202 400222111 202333022111 222222111111 040222111 400222111111 111202202 "
+    "111111111 111111 333022111220 022022111 004222111 022022 111220220 111111 111111 111 220220 111220220 "
+    "220220111 220220220220 040222111 333220111202 040222111111 111220220 040222111 111040222111 333202111220 "
+    "220220111 040040 040111222 040222111 220220 400222111 022333111220 400222111111 111220220 222222111111 "
+    "004222111 111111111 111111 333022111202 022022111 111202202 111111 040111222 022022 111111 111 400111222 "
+    "400111222111 333022111220 111220220 111333022202 202202111 022022111 111111 111222222111 111111111 004222111 "
+    "111111 040222111 111111 022022 111 400400 400222111 400222111 220220 400222111 202202 111111 111 400222111 "
+    "111111 202202 111 220220 111 111 0 "
+)
+
+
+def _normals_3d() -> np.ndarray:
+    """``(256, 4, 3)`` float32 absolute normal components (DeepMind/MONAI order, zero-padded)."""
+    out = np.zeros((256, 4, 3), dtype=np.float32)
+    for code, entry in enumerate(_NORMALS_3D.split()):
+        if entry != "0":
+            out[code, : len(entry) // 3] = np.reshape([int(ch) for ch in entry], (-1, 3))
+    return out / np.float32(8)
+
+
+def _fma32(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """Correctly rounded float32 ``a * b + c`` (a fused multiply-add, as torch's CPU vector norm uses).
+
+    ``a * b`` is exact in float64 (24 + 24 bits); the float64 sum is rounded to odd (Boldo & Melquiond), which
+    makes the final rounding to float32 correct despite the two roundings.
+    """
+    p = a.astype(np.float64) * b.astype(np.float64)
+    c64 = c.astype(np.float64)
+    s = p + c64
+    bb = s - p
+    err = (p - (s - bb)) + (c64 - bb)  # TwoSum: s + err == p + c exactly
+    even = (s.view(np.int64) & 1) == 0
+    s = np.where((err != 0) & even, np.nextafter(s, np.where(err > 0, np.inf, -np.inf)), s)
+    return s.astype(np.float32)
+
+
+def _area_table(spacing: tuple[float, ...]) -> np.ndarray:
+    """Surfel area (mm^2, 3D) or contour length (mm, 2D) per neighbourhood code, float64.
+
+    Bit-identical to MONAI's ``get_code_to_measure_table(spacing)`` (converted to float64), which is computed in
+    float32 in 3D: ``sum_k ||normal_k * (s1 s2, s0 s2, s0 s1)||`` with torch's fused multiply-add vector norm and
+    a left-to-right sum. In 2D MONAI's float64 table of diagonal and axis-aligned segment lengths.
+    """
+    if len(spacing) == 2:
+        first, second = spacing
+        diag = 0.5 * np.linalg.norm(spacing)
+        return np.array(
+            [0, diag, diag, second, diag, first, 2 * diag, diag, diag, 2 * diag, first, diag, second, diag, diag, 0],
+            dtype=np.float64,
+        )
+    s0, s1, s2 = spacing
+    v = _normals_3d() * np.array([s1 * s2, s0 * s2, s0 * s1], dtype=np.float32)
+    square = v[..., 0] * v[..., 0]
+    square = _fma32(v[..., 1], v[..., 1], square)
+    square = _fma32(v[..., 2], v[..., 2], square)
+    norms = np.sqrt(square)
+    area = norms[:, 0]
+    for k in range(1, norms.shape[1]):
+        area = area + norms[:, k]
+    return area.astype(np.float64)
+
+
 # --------------------------------------------------------------------------- core
 
 
 class _Geometry:
-    """Spacing-dependent constants: area table, neighbourhood kernel, all-ones code."""
+    """Spacing-dependent constants, for arrays processed as given (``flip`` False) or transposed (True).
 
-    def __init__(self, spacing: tuple[float, ...]) -> None:
-        # deferred import: monai/torch are heavy and only the table is needed
-        from monai.metrics.utils import get_code_to_measure_table
+    ``spacing``, the area table and the search offsets' distances are in the original axis order; ``kernel``,
+    ``factors``, ``offsets``, ``grid_spacing`` and ``pad`` in the working (possibly transposed) one, so every
+    neighbourhood code and distance equals the one of the untransposed arrays.
+    """
 
-        table, kernel = get_code_to_measure_table(spacing)
+    def __init__(self, spacing: tuple[float, ...], flip: bool, budget: int) -> None:
+        ndim = len(spacing)
+        order = slice(None, None, -1) if flip else slice(None)
         self.spacing = np.asarray(spacing, dtype=np.float64)
-        self.table = np.asarray(table.cpu().numpy(), dtype=np.float64)
-        k = np.asarray(kernel.cpu().numpy(), dtype=np.int64).reshape((2,) * len(spacing))
-        self.kernel = k
-        self.full_code = int(k.sum())
-        self.factors = _separable_factors(k)
+        self.flip = flip
+        self.table = _area_table(spacing)
+        kernel = _ENCODING_KERNEL[ndim]
+        self.kernel = kernel.T if flip else kernel
+        self.full_code = int(kernel.sum())
+        self.factors = _separable_factors(self.kernel)
+        offsets, self.offset_distances = _search_offsets(self.spacing, budget)
+        self.offsets = offsets[:, order]
+        self.grid_spacing = self.spacing[order]
+        # every border corner plus every search offset stays inside the corner grid of the padded crop
+        self.pad = tuple(int(r) + 1 for r in np.abs(self.offsets).max(axis=0))
 
     @staticmethod
     @lru_cache(maxsize=32)
-    def get(spacing: tuple[float, ...]) -> _Geometry:
-        return _Geometry(spacing)
+    def get(spacing: tuple[float, ...], flip: bool = False, budget: int = _OFFSET_BUDGET) -> _Geometry:
+        return _Geometry(spacing, flip, budget)
+
+
+def _search_offsets(spacing: np.ndarray, budget: int) -> tuple[np.ndarray, np.ndarray]:
+    """Integer corner-grid offsets within the radius that holds about ``budget`` of them, nearest first.
+
+    Returns ``(offsets, distances)``: ``(K, ndim)`` int64 (original axis order, the zero offset first) and their
+    distances (mm, float64, ascending; ties in lexicographic order). Every offset left out is farther than every
+    one kept: the box searched reaches one step beyond the radius on every axis.
+    """
+    ndim = spacing.size
+    unit_ball = math.pi if ndim == 2 else 4.0 * math.pi / 3.0
+    radius = (budget * float(np.prod(spacing)) / unit_ball) ** (1.0 / ndim)
+    axes = [np.arange(-(int(radius // s) + 1), int(radius // s) + 2) for s in spacing]
+    grid = np.stack(np.meshgrid(*axes, indexing="ij"), axis=-1).reshape(-1, ndim)
+    distances = _offset_norm(list(grid.T), spacing)
+    keep = np.flatnonzero(distances <= radius)
+    keep = keep[np.argsort(distances[keep], kind="stable")]
+    return grid[keep], distances[keep]
 
 
 def _separable_factors(kernel: np.ndarray) -> tuple[int, ...] | None:
@@ -591,17 +739,57 @@ def _neighbour_code(padded: np.ndarray, geometry: _Geometry) -> np.ndarray:
     return code
 
 
-def _surfels(padded: np.ndarray, geometry: _Geometry) -> tuple[np.ndarray, np.ndarray, tuple[int, ...]]:
-    """Border-corner mask, flat indices of border corners and their areas."""
-    code = _neighbour_code(padded, geometry)
-    border = (code != 0) & (code != geometry.full_code)
-    flat = np.flatnonzero(border)
-    areas = geometry.table[code.ravel()[flat]]
-    return border, flat, areas
+@dataclass(frozen=True, eq=False)
+class _Surface:
+    """The border corners of one mask on the corner grid of its padded crop (C order, shape ``shape``).
+
+    ``grid`` is the flat border-corner mask followed by a tail of ``False``: ``grid[sink + delta]`` is ``False``
+    for every search offset ``delta`` in ``deltas`` (flat offsets on this grid), so a search can park a finished
+    query on ``sink``. ``flat`` holds the border corners' flat indices in the original axis order's C order,
+    ``areas`` their surfel areas.
+    """
+
+    grid: np.ndarray
+    shape: tuple[int, ...]
+    deltas: np.ndarray
+    sink: int
+    flat: np.ndarray
+    areas: np.ndarray
+
+
+def _surface(arr: np.ndarray, box: _Box, members: tuple, geometry: _Geometry) -> _Surface:
+    """The :class:`_Surface` of ``members`` of ``arr`` inside ``box``; the padded mask is dropped once coded."""
+    code = _neighbour_code(_padded_mask(arr, box, members, geometry.pad), geometry)
+    shape = code.shape
+    strides = np.array([math.prod(shape[ax + 1 :]) for ax in range(len(shape))], dtype=np.int64)
+    deltas = geometry.offsets @ strides
+    reach = int(np.abs(deltas).max())
+    grid = np.zeros(code.size + 2 * reach + 1, dtype=np.bool_)
+    codes = code.ravel()
+    codes -= np.uint8(1)  # in place, 0 wraps to 255: border corners (0 < code < full) become 0..full-2
+    np.less(codes, geometry.full_code - 1, out=grid[: code.size])
+    flat = np.flatnonzero(grid[: code.size])
+    if geometry.flip:  # the surfels in the order of the untransposed grid: sums are then bit-identical
+        flat = flat[_untransposed_order(flat, shape)]
+    areas = geometry.table[codes[flat].astype(np.intp) + 1]
+    return _Surface(grid, shape, deltas, code.size + reach, flat, areas)
+
+
+def _untransposed_order(flat: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """Permutation sorting ascending flat indices of a C grid into the C order of the transposed grid.
+
+    A least-significant-digit radix sort: ``flat`` is sorted by its first coordinate; stable sorts by the second,
+    third... coordinate make the last one the most significant (16-bit keys use numpy's O(n) radix sort).
+    """
+    order = np.arange(flat.size)
+    key_type = np.uint16 if max(shape) <= 1 << 16 else np.int64
+    for coordinate in np.unravel_index(flat, shape)[1:]:
+        order = order[np.argsort(coordinate[order].astype(key_type), kind="stable")]
+    return order
 
 
 def _offset_norm(offsets: Sequence[np.ndarray], spacing: np.ndarray) -> np.ndarray:
-    """Euclidean norm (mm) of integer corner offsets, one array per axis."""
+    """Euclidean norm (mm) of integer corner offsets, one array per axis (original axis order)."""
     sq = np.zeros(offsets[0].shape, dtype=np.float64)
     for ax, off in enumerate(offsets):
         diff = off.astype(np.float64)
@@ -610,51 +798,76 @@ def _offset_norm(offsets: Sequence[np.ndarray], spacing: np.ndarray) -> np.ndarr
     return np.sqrt(sq)
 
 
-def _distances_edt(border: np.ndarray, query_flat: np.ndarray, spacing: np.ndarray) -> np.ndarray:
-    """Distance (mm) from the corners ``query_flat`` to the nearest ``True`` corner of ``border``.
+def _nearest_distances(source: _Surface, query_flat: np.ndarray, geometry: _Geometry) -> np.ndarray:
+    """Distance (mm) from each corner ``query_flat`` to the nearest border corner of ``source``.
 
-    Uses the feature transform of ``scipy.ndimage.distance_transform_edt`` with
-    ``sampling=spacing`` and evaluates the distance only at the query corners,
-    which is exactly what the full distance map would hold there.
+    Tries the geometry's offsets nearest first and keeps each query's first hit: the exact minimum over all
+    corners, since every offset left out is farther than the last one tried. Past the first ``_OFFSET_CHEAP``
+    offsets the search stops early when the rest of the table would cost more than a k-d tree over the source's
+    corners (``_KDTREE_BUILD_COST``). While many queries are pending, one offset is tried per vectorised
+    gather; a query that hits is parked on the source's sink and the pending list is compacted only when half
+    of it is parked. Few pending queries try a block of offsets per gather (about ``_GATHER_BLOCK`` elements).
+    Queries without a hit go to :func:`_kdtree_distances`.
     """
-    nearest = ndimage.distance_transform_edt(~border, sampling=spacing, return_distances=False, return_indices=True)
-    shape = border.shape
-    coords = np.unravel_index(query_flat, shape)
-    nearest_flat = nearest.reshape(len(shape), -1)
-    return _offset_norm([nearest_flat[ax, query_flat] - coords[ax] for ax in range(len(shape))], spacing)
+    deltas, grid, sink = source.deltas, source.grid, source.sink
+    out = np.empty(query_flat.size, dtype=np.float64)
+    pending, where = query_flat.copy(), np.arange(query_flat.size)
+    parked, start = 0, 0
+    while start < deltas.size and parked < pending.size:
+        n_live = pending.size - parked
+        if start >= _OFFSET_CHEAP and n_live * (deltas.size - start) > _KDTREE_BUILD_COST * source.flat.size:
+            break
+        if 2 * parked > pending.size:
+            live = pending != sink
+            pending, where, parked = pending[live], where[live], 0
+        width = max(1, _GATHER_BLOCK // pending.size)
+        if width == 1:
+            hit = np.flatnonzero(np.take(grid, pending + deltas[start]))
+            out[where[hit]] = geometry.offset_distances[start]
+        else:
+            hits = np.take(grid, pending[:, None] + deltas[None, start : start + width])
+            first = hits.argmax(axis=1)  # the first hit of each row, or 0 for a row without one
+            hit = np.flatnonzero(hits[np.arange(pending.size), first])
+            out[where[hit]] = geometry.offset_distances[start + first[hit]]
+        pending[hit] = sink
+        parked += hit.size
+        start += width
+    live = pending != sink
+    if parked < pending.size:
+        out[where[live]] = _kdtree_distances(source.flat, pending[live], source.shape, geometry)
+    return out
 
 
-def _distances_kdtree(
-    source_flat: np.ndarray, query_flat: np.ndarray, shape: tuple[int, ...], spacing: np.ndarray
+def _kdtree_distances(
+    source_flat: np.ndarray, query_flat: np.ndarray, shape: tuple[int, ...], geometry: _Geometry
 ) -> np.ndarray:
-    """Same as :func:`_distances_edt`, by an exact k-d tree query over the border corners.
+    """Same as :func:`_nearest_distances`, by an exact k-d tree query over the corners ``source_flat``.
 
-    The distance is recomputed from the integer offset to the nearest corner with
-    the formula of the EDT path, so both paths return identical values.
+    The distance is recomputed from the integer offset to the nearest corner with the formula of the offset
+    table (original axis order), so both paths return identical values.
     """
     source = np.stack(np.unravel_index(source_flat, shape), axis=1)
     query = np.stack(np.unravel_index(query_flat, shape), axis=1)
-    tree = cKDTree(source * spacing, leafsize=32, balanced_tree=False, compact_nodes=False)
-    _, nearest = tree.query(query * spacing, k=1)
-    nearest_coords = source[nearest]
-    return _offset_norm([nearest_coords[:, ax] - query[:, ax] for ax in range(len(shape))], spacing)
+    tree = cKDTree(source * geometry.grid_spacing, leafsize=32, balanced_tree=False, compact_nodes=False)
+    _, nearest = tree.query(query * geometry.grid_spacing, k=1)
+    offsets = source[nearest] - query
+    if geometry.flip:
+        offsets = offsets[:, ::-1]
+    return _offset_norm(list(offsets.T), geometry.spacing)
 
 
 def _directed_distances(
-    truth_padded: np.ndarray, pred_padded: np.ndarray, geometry: _Geometry
+    truth: np.ndarray, pred: np.ndarray, box: _Box, members: tuple, geometry: _Geometry
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(d_truth_to_pred, areas_truth, d_pred_to_truth, areas_pred), unsorted."""
-    border_t, flat_t, a_t = _surfels(truth_padded, geometry)
-    border_p, flat_p, a_p = _surfels(pred_padded, geometry)
-    if not (flat_t.size and flat_p.size):  # at most one surface present: its distances are infinite
-        return np.full(flat_t.size, np.inf), a_t, np.full(flat_p.size, np.inf), a_p
-    n_surfels = flat_t.size + flat_p.size
-    if n_surfels * _KDTREE_SURFEL_RATIO <= border_t.size:  # sparse surfaces: k-d tree is cheaper
-        d_tp = _distances_kdtree(flat_p, flat_t, border_t.shape, geometry.spacing)
-        d_pt = _distances_kdtree(flat_t, flat_p, border_t.shape, geometry.spacing)
-    else:
-        d_tp = _distances_edt(border_p, flat_t, geometry.spacing)
-        d_pt = _distances_edt(border_t, flat_p, geometry.spacing)
+    """(d_truth_to_pred, areas_truth, d_pred_to_truth, areas_pred) of ``members`` inside ``box``, surfels in
+    original C order."""
+    truth_surface = _surface(truth, box, members, geometry)
+    pred_surface = _surface(pred, box, members, geometry)
+    a_t, a_p = truth_surface.areas, pred_surface.areas
+    if not (a_t.size and a_p.size):  # at most one surface present: its distances are infinite
+        return np.full(a_t.size, np.inf), a_t, np.full(a_p.size, np.inf), a_p
+    d_tp = _nearest_distances(pred_surface, truth_surface.flat, geometry)
+    d_pt = _nearest_distances(truth_surface, pred_surface.flat, geometry)
     return d_tp, a_t, d_pt, a_p
 
 
@@ -672,10 +885,19 @@ def _robust_hausdorff_directed(distances: np.ndarray, areas: np.ndarray, percent
     return float(d[min(idx, d.size - 1)])
 
 
+def _weighted_sum(distances: np.ndarray, areas: np.ndarray) -> float:
+    """``sum(distances * areas)`` by numpy's pairwise summation in surfel order: the same bits on every machine.
+
+    Not ``np.dot``: BLAS splits a long dot product across its threads, so its last bits depend on the thread
+    count, and OpenBLAS's spinning threads cost more CPU than the whole sum.
+    """
+    return float(np.sum(distances * areas))
+
+
 def _weighted_mean(distances: np.ndarray, areas: np.ndarray) -> float:
     if distances.size == 0:
         return math.nan
-    return float(np.dot(distances, areas) / np.sum(areas))
+    return float(_weighted_sum(distances, areas) / np.sum(areas))
 
 
 def _summarise(
@@ -697,7 +919,7 @@ def _summarise(
             _robust_hausdorff_directed(d_tp, a_t, percentile),
             _robust_hausdorff_directed(d_pt, a_p, percentile),
         ),
-        "assd": float((np.dot(d_tp, a_t) + np.dot(d_pt, a_p)) / total),
+        "assd": float((_weighted_sum(d_tp, a_t) + _weighted_sum(d_pt, a_p)) / total),
         "nsd": float((np.sum(a_t[d_tp <= tolerance_mm]) + np.sum(a_p[d_pt <= tolerance_mm])) / total),
     }
 

@@ -1,0 +1,59 @@
+"""Worker start-up and peak memory of the UMD scoring path, per multiprocessing start method.
+
+Run by ``bench_e2e_umd.py`` as its own process (so that its ``__main__`` is as small as the CLI's)::
+
+    python benchmarks/_worker_probe.py METHOD GT_DIR PRED_DIR [N_CASES]
+
+``METHOD``: ``trackeval`` (the pool ``trackeval.engine.executors.map_cases`` builds: ``pool_context``) or a start
+method (``spawn``, ``forkserver``, ``fork``) with the same worker initializer. Two workers score the first
+``N_CASES`` cases of the manifest with the real ``score_case``; each worker reports, at the start of each case, its
+CPU seconds and max RSS so far, and after it its max RSS. Prints one JSON object.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import resource
+import sys
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+from trackeval.api import load_config
+from trackeval.benchmarks import umd
+from trackeval.engine.executors import _init_worker, pool_context
+
+HEAVY = ("torch", "monai")
+
+
+def probe(job: object) -> dict[str, object]:
+    """Score one case; the worker's state before and after it."""
+    before = resource.getrusage(resource.RUSAGE_SELF)
+    heavy_before = [m for m in HEAVY if m in sys.modules]
+    umd.score_case(job)  # type: ignore[arg-type]
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    return {
+        "pid": os.getpid(),
+        "cpu_before_s": before.ru_utime + before.ru_stime,
+        "maxrss_before_mb": before.ru_maxrss / 1024,
+        "maxrss_after_mb": after.ru_maxrss / 1024,
+        "heavy_before": heavy_before,
+        "heavy_after": [m for m in HEAVY if m in sys.modules],
+    }
+
+
+def main() -> None:
+    method, gt, pred = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
+    n_cases = int(sys.argv[4]) if len(sys.argv) > 4 else None
+    cfg = load_config(None, ["engine.cache=false"])
+    cases, _, _ = umd.load_cases(gt, pred)
+    jobs = [umd._Job(c, cfg.umd, umd.CaseCache(None, "umd")) for c in cases[:n_cases]]
+    ctx = pool_context(probe) if method == "trackeval" else multiprocessing.get_context(method)
+    with ProcessPoolExecutor(max_workers=2, mp_context=ctx, initializer=_init_worker) as pool:
+        reports = list(pool.map(probe, jobs))
+    print(json.dumps({"method": ctx.get_start_method(), "reports": reports}))
+
+
+if __name__ == "__main__":
+    main()
