@@ -30,7 +30,7 @@ def test_file_and_overrides(tmp_path: Path):
         ("umd.nsd_tolerance_mm=-1", "umd.nsd_tolerance_mm"),
         ("umd.labels={Liver: 1}", "umd.labels"),
         ("umd.labels={a: 1, b: 1}", "used by both"),
-        ("umd.labels={a: 0}", "must be > 0"),
+        ("umd.labels={a: 0}", "field umd.labels.a: Input should be greater than 0"),
         ("umd.typo=3", "umd.typo"),
         ("bootstrap.n_resamples=0", "bootstrap.n_resamples"),
         ("novalue", "key=value"),

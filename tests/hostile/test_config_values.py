@@ -48,6 +48,16 @@ BAD_VALUES = [
     ("xray.report.cider_sigma=.inf", "xray.report.cider_sigma"),
     (f"xray.seg.labels={{lung: {BIG}}}", "xray.seg.labels.lung"),
     (f"xray.loc.max_dets={HUGE}", "xray.loc.max_dets"),
+    ("umd.nsd_tolerance_mm=.inf", "umd.nsd_tolerance_mm"),
+    ("umd.hd_percentile=.nan", "umd.hd_percentile"),
+    ("umd.geometry_tolerance=.inf", "umd.geometry_tolerance"),
+    (f"umd.labels={{liver: {BIG}}}", "umd.labels.liver"),
+    ("umd.tracking_typo=1", "umd.tracking_typo"),
+    ("umd.metrics=[]", "umd.metrics"),
+    ("umd.metrics=[iou]", "umd.metrics"),
+    ("umd.metrics=[dsc, dsc]", "umd.metrics"),
+    ("tracking.lock_timeout_s=0", "tracking.lock_timeout_s"),
+    ("tracking.lock_timeout_s=.inf", "tracking.lock_timeout_s"),
 ]
 
 

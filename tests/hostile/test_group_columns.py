@@ -34,7 +34,7 @@ def test_umd_manifest_column_named_like_an_output_column(cli, umd_dataset, tmp_p
     _with_column(gt, column, "0.5")
     out = tmp_path / "out"
     cli(*umd_argv(gt, pred, out, *FAST)).one_line_error(
-        f"case group column {column!r}", "would overwrite it", f"case=s1_ct, field={column}", rc=2
+        f"case group column {column!r}", "would overwrite it", f"file={gt / 'manifest.csv'}, case=s1_ct, field={column}"
     )
     assert not out.exists()
 

@@ -466,3 +466,22 @@ def test_a_genuine_3d_nifti_label_still_reads(tmp_path):
     vol = read_label_map(path, case_id="t")
     assert vol.array.shape == SHAPE and vol.spacing == pytest.approx(SPACING) and int(vol.array.max()) == 1
     write_manifest(tmp_path / "m.csv", [{"a": "1"}])  # the conftest helpers stay usable side by side
+
+
+@pytest.mark.parametrize("kind", ["folder", "fifo"])
+def test_a_prediction_that_is_not_a_regular_file_is_not_a_missing_prediction(cli, umd_dataset, tmp_path, kind):
+    """A folder or FIFO named ``<case>.nii.gz`` is an error naming it, never silently scored as a missing
+    prediction (which ``missing_prediction: worst`` would turn into Dice 0)."""
+    import os
+
+    from tests.conftest import umd_argv
+
+    gt, pred = umd_dataset()
+    target = pred / "s1_ct.nii.gz"
+    target.unlink()
+    target.mkdir() if kind == "folder" else os.mkfifo(target)
+    out = tmp_path / "out"
+    cli(*umd_argv(gt, pred, out, "--executor", "local", "--no-cache")).one_line_error(
+        "not a regular file", f"file={target}", "case=s1_ct"
+    )
+    assert not out.exists()

@@ -26,7 +26,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from trackeval.audit.leakage import AuditFinding, audit_against_training
-from trackeval.benchmarks.segmentation import present_labels, score_segmentation
+from trackeval.benchmarks.segmentation import SEG_METRICS, present_labels, score_segmentation
 from trackeval.benchmarks.summaries import mean_summaries
 from trackeval.config import EvalConfig, UMDConfig
 from trackeval.engine.cache import CaseCache, cache_key
@@ -43,6 +43,7 @@ from trackeval.results import (
     MetricSummary,
     PlotSpec,
     build_result,
+    check_group_columns,
     item_matrix,
     metric_key,
     sha256_text,
@@ -116,11 +117,14 @@ def load_cases(gt_dir: Path, pred_dir: Path) -> tuple[list[UMDCase], list[str], 
                 field="modality",
             )
         groups = {k: v for k, v in row.items() if k not in ("case_id", "subject_id", "modality", "image") and v}
+        check_group_columns(groups, item_kind="organ", metrics=SEG_METRICS, file=str(manifest), case_id=case_id)
         image = resolve_inside(gt_dir, row["image"], case_id=case_id) if row.get("image") else None
         truth = resolve_inside(gt_dir, case_id + SUFFIX, case_id=case_id)
         if not truth.is_file():
             raise InputError("ground-truth label map not found", file=str(truth), case_id=case_id)
         pred = resolve_inside(pred_dir, case_id + SUFFIX, case_id=case_id)
+        if pred.exists() and not pred.is_file():  # a folder or FIFO is not "no prediction": never score it as such
+            raise InputError("the prediction is not a regular file", file=str(pred), case_id=case_id)
         cases.append(
             UMDCase(
                 case_id,

@@ -111,5 +111,28 @@ def parse_config(model: type[C], path: Path | None = None, overrides: list[str] 
         return model.model_validate(tree)
     except ValidationError as exc:
         first = exc.errors()[0]
-        loc = ".".join(str(p) for p in first["loc"])
+        loc = ".".join(str(p) for p in _input_path(tree, first["loc"]))
         raise ConfigError(f"invalid config ({source}): field {loc}: {first['msg']}") from exc
+
+
+def _input_path(tree: Any, loc: tuple[int | str, ...]) -> list[int | str]:
+    """The part of a pydantic error location that indexes the user's input: the names pydantic adds for the
+    members of a union (``constrained-int``, ``literal['diagonal']``, ``tuple[...]``) are dropped, so the message
+    names ``umd.labels.liver``, the field as the user wrote it.
+
+    >>> _input_path({"umd": {"labels": {"liver": 2**63}}}, ("umd", "labels", "liver", "constrained-int"))
+    ['umd', 'labels', 'liver']
+    """
+    path: list[int | str] = []
+    node = tree
+    for part in loc:
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list | tuple) and isinstance(part, int) and 0 <= part < len(node):
+            node = node[part]
+        elif isinstance(node, dict | list | tuple) or not path:
+            node = None  # a key the input lacks (a missing or extra field): keep it, nothing below it to walk
+        else:
+            continue  # below a scalar: a union member's name
+        path.append(part)
+    return path

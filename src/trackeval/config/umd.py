@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 
-from trackeval.config.base import KEY_TOKEN, Section, distinct
+from trackeval.config.base import KEY_TOKEN, FiniteFloat, PositiveInt, Section, distinct
 
 #: The 13 UMD organs with their default label ids (1..13 in this order).
 UMD_ORGANS: tuple[str, ...] = (
@@ -51,16 +51,16 @@ class UMDConfig(Section):
     (about 10x cheaper than nnU-Net's Dice; ``docs/performance.md``). Stored in canonical order.
     """
 
-    labels: dict[str, int | tuple[int, ...]] = Field(
+    labels: dict[str, PositiveInt | tuple[PositiveInt, ...]] = Field(
         default_factory=lambda: {name: i + 1 for i, name in enumerate(UMD_ORGANS)}
     )
-    nsd_tolerance_mm: float = Field(1.0, ge=0.0)
-    hd_percentile: float = Field(95.0, ge=0.0, le=100.0)
-    hd_empty_penalty: Literal["diagonal"] | Annotated[float, Field(gt=0.0)] = "diagonal"
+    nsd_tolerance_mm: FiniteFloat = Field(1.0, ge=0.0)
+    hd_percentile: FiniteFloat = Field(95.0, ge=0.0, le=100.0)
+    hd_empty_penalty: Literal["diagonal"] | Annotated[FiniteFloat, Field(gt=0.0)] = "diagonal"
     missing_prediction: Literal["worst", "exclude"] = "worst"
     empty_both: Literal["nan", "perfect"] = "nan"
     train_manifest: str | None = None
-    geometry_tolerance: float = Field(1e-3, ge=0.0)
+    geometry_tolerance: FiniteFloat = Field(1e-3, ge=0.0)
     modality_pairs: tuple[tuple[str, str], ...] = (("ct", "pet"), ("mri", "pet"), ("ct", "mri"))
     metrics: tuple[Literal[UMD_METRICS], ...] = UMD_METRICS
 
