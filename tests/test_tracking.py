@@ -22,7 +22,7 @@ import pytest
 from mlflow import MlflowClient
 
 from tests import gate_data
-from tests.conftest import umd_argv
+from tests.conftest import scaled, umd_argv
 from trackeval.cli import main
 from trackeval.io.results_folder import read_results
 from trackeval.results import BenchmarkResult
@@ -103,8 +103,10 @@ def _chromium(tmp_path: Path, url: str, shot: Path, budget_ms: int) -> str:
         "--window-size=1400,1000",
         f"--virtual-time-budget={budget_ms}",
     ]
-    dom = subprocess.run([*flags, "--dump-dom", url], capture_output=True, text=True, timeout=120, check=True).stdout
-    subprocess.run([*flags, f"--screenshot={shot}", url], capture_output=True, timeout=120, check=True)
+    dom = subprocess.run(
+        [*flags, "--dump-dom", url], capture_output=True, text=True, timeout=scaled(120), check=True
+    ).stdout
+    subprocess.run([*flags, f"--screenshot={shot}", url], capture_output=True, timeout=scaled(120), check=True)
     assert shot.stat().st_size > 1000
     return dom
 
@@ -238,6 +240,7 @@ def test_unreachable_server_bounded_retries_then_clear_error(evaluated, monkeypa
     assert (folder / "results.json").read_bytes() == before
 
 
+@pytest.mark.slow
 @needs_chromium
 def test_html_report_in_chromium(store, evaluated, tmp_path):
     sets, client = store
@@ -262,41 +265,51 @@ def _free_port() -> int:
 
 
 def _start_server(db: Path, artifacts: Path, log: Path) -> tuple[subprocess.Popen, str]:
-    port = _free_port()
-    cmd = [
-        str(MLFLOW_BIN),
-        "server",
-        "--backend-store-uri",
-        f"sqlite:///{db}",
-        "--artifacts-destination",
-        str(artifacts),
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--workers",
-        "1",
-    ]
-    proc = subprocess.Popen(cmd, stdout=log.open("ab"), stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(url + "/health", timeout=2) as r:
-                if r.status == 200:
+    """A real ``mlflow server`` on 127.0.0.1 with its own store; returns the process and its URL.
+
+    A free port can be taken by another test's server between choosing and binding it: the server that then
+    answers ``/health`` is not ours. So the artifacts folder holds a marker file unique to this server, and a port
+    counts only once that server lists the marker; otherwise ours is stopped and another port is tried.
+    """
+    artifacts.mkdir(parents=True, exist_ok=True)
+    marker = f"server-{os.getpid()}-{time.monotonic_ns()}"
+    (artifacts / marker).touch()
+    for _ in range(3):
+        port = _free_port()
+        cmd = [
+            str(MLFLOW_BIN),
+            "server",
+            "--backend-store-uri",
+            f"sqlite:///{db}",
+            "--artifacts-destination",
+            str(artifacts),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--workers",
+            "1",
+        ]
+        proc = subprocess.Popen(cmd, stdout=log.open("ab"), stderr=subprocess.STDOUT, start_new_session=True)
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + scaled(90)
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                with urllib.request.urlopen(f"{url}/api/2.0/mlflow-artifacts/artifacts?path=", timeout=scaled(2)) as r:
+                    files = {f["path"] for f in json.load(r).get("files", [])}
+                if marker in files:
                     return proc, url
-        except OSError:
-            time.sleep(0.3)
-        if proc.poll() is not None:
-            break
-    _stop(proc)
+                break  # another server holds the port: try another one
+            except OSError:
+                time.sleep(0.3)  # polling interval while the server starts, not a wait for an outcome
+        _stop(proc)
     pytest.fail(f"mlflow server did not start: {log.read_text()[-2000:]}")
 
 
 def _stop(proc: subprocess.Popen) -> None:
     if proc.poll() is None:
         os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait(timeout=30)
+    proc.wait(timeout=scaled(30))
 
 
 @pytest.mark.slow
