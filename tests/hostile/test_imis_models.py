@@ -201,9 +201,12 @@ def test_a_hung_model_times_out_naming_case_target_turn(cli, demo, first, tmp_pa
 
 
 def test_ctrl_c_during_a_model_call_exits_130(cli, demo, tmp_path):
+    """SIGINT raised on the model's thread: the run stops at once (not after ``imis.model_timeout_s``, 300 s)."""
     out = tmp_path / "out"
+    start = time.monotonic()
     res = cli(*_argv(demo, out, f"{MODULE}:scripted", "--model-arg", "answer=ctrl_c"))
     res.one_line_error("trackeval evaluate imis: interrupted (Ctrl-C)", rc=130)
+    assert time.monotonic() - start < scaled(60)
     assert not out.exists()
 
 

@@ -11,6 +11,7 @@ import functools
 import importlib
 import inspect
 import threading
+import time
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -145,6 +146,10 @@ def run_sequence(
     return turns
 
 
+#: longest wait of the main thread (s) before it handles a pending signal while a model call runs
+SIGNAL_SLICE_S = 0.1
+
+
 def call_model(model: InteractiveModel, request: Request, timeout_s: float, *, where: str, case_id: str) -> object:
     """``model.predict(request)``, waiting at most ``timeout_s`` seconds for the answer.
 
@@ -169,7 +174,12 @@ def call_model(model: InteractiveModel, request: Request, timeout_s: float, *, w
 
     worker = threading.Thread(target=work, name=f"trackeval-model ({where})", daemon=True)
     worker.start()
-    worker.join(timeout_s)
+    deadline = time.monotonic() + timeout_s
+    while worker.is_alive() and (remaining := deadline - time.monotonic()) > 0:
+        # joined in slices: a signal delivered to the model's thread (SIGINT raised there, or a Ctrl-C the kernel
+        # routes to it) is handled by the main thread only between slices, so Ctrl-C stops the run within
+        # SIGNAL_SLICE_S, not after the whole timeout; a model that answers ends the join at once
+        worker.join(min(remaining, SIGNAL_SLICE_S))
     if failure:
         exc = failure[0]
         raise ModelError(
