@@ -268,3 +268,22 @@ def test_store_in_a_missing_folder_is_refused_before_anything_is_created(cli, ev
         "the folder of the tracking store", "field=tracking.uri"
     )
     assert not (tmp_path / "no").exists()
+
+
+@pytest.mark.parametrize(
+    ("message", "code", "retried"),
+    [
+        ("(sqlite3.IntegrityError) UNIQUE constraint failed: datasets.name", "BAD_REQUEST", True),
+        ("(sqlite3.OperationalError) database is locked", "BAD_REQUEST", True),
+        ("Invalid value for parameter 'x'", "INVALID_PARAMETER_VALUE", False),
+    ],
+)
+def test_a_unique_constraint_race_on_a_server_is_retried(message, code, retried):
+    """Two ``track`` processes on one server can insert the same dataset row at once (MLflow's get-or-create in
+    ``log_inputs`` is not atomic): the loser's call is retried (it then finds the row), not reported as refused."""
+    from mlflow.exceptions import MlflowException
+    from mlflow.protos import databricks_pb2
+
+    error = MlflowException(message, error_code=getattr(databricks_pb2, code))
+    assert error.get_http_status_code() == 400  # a client error: retried only for the race
+    assert tracking_client._transient(error) is retried

@@ -55,7 +55,9 @@ def tracking_uri(cfg: TrackingConfig) -> str:
 
 
 def _transient(exc: Exception) -> bool:
-    """Worth retrying: transport failures, 5xx answers, a locked SQLite database."""
+    """Worth retrying: transport failures, 5xx answers, a locked SQLite database, and a unique-constraint race
+    (another writer inserted the same row first: MLflow's get-or-create of a dataset in ``log_inputs`` is not
+    atomic, so two ``track`` processes on one server can collide; the retry finds the row and reuses it)."""
     import requests
     from mlflow.exceptions import MlflowException
 
@@ -63,7 +65,12 @@ def _transient(exc: Exception) -> bool:
         return True
     if isinstance(exc, MlflowException):
         text = str(exc)
-        return exc.get_http_status_code() >= 500 or "database is locked" in text or "Max retries" in text
+        return (
+            exc.get_http_status_code() >= 500
+            or "database is locked" in text
+            or "Max retries" in text
+            or "UNIQUE constraint failed" in text
+        )
     return False
 
 
