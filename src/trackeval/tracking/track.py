@@ -33,7 +33,6 @@ registry version and the LoggedModel likewise, see :mod:`trackeval.tracking.mode
 
 from __future__ import annotations
 
-import json
 import logging
 import tempfile
 import time
@@ -44,11 +43,9 @@ from typing import Any
 
 from trackeval.config import TrackingConfig
 from trackeval.io.results_folder import (
-    CASES_PARQUET,
-    METRICS_JSON,
+    OUTPUT_FILES,
     RESULTS_JSON,
-    cases_frame,
-    metrics_file,
+    output_bytes,
     read_results_files,
 )
 from trackeval.results import BenchmarkResult, headline_metrics
@@ -134,12 +131,10 @@ def _stage_artifacts(result: BenchmarkResult, files: dict[str, bytes], staging: 
     from trackeval.report.figures import save_figures
     from trackeval.report.html import result_report
 
+    if len(files) < len(OUTPUT_FILES):  # a lone results.json: the other two derived as evaluate writes them
+        files = {**output_bytes(result), **files}
     for name, data in files.items():
         (staging / name).write_bytes(data)
-    if CASES_PARQUET not in files:
-        cases_frame(result).to_parquet(staging / CASES_PARQUET, index=False)
-    if METRICS_JSON not in files:
-        (staging / METRICS_JSON).write_text(json.dumps(metrics_file(result), sort_keys=True, indent=1) + "\n")
     figures = save_figures(result, staging / "figures")
     (staging / "report.html").write_text(result_report(result, figures), encoding="utf-8")
 
