@@ -4,8 +4,9 @@ Run by ``bench_e2e_umd.py`` as its own process (so that its ``__main__`` is as s
 
     python benchmarks/_worker_probe.py METHOD GT_DIR PRED_DIR [N_CASES]
 
-``METHOD``: ``trackeval`` (the pool ``trackeval.engine.executors.map_cases`` builds: ``pool_context``) or a start
-method (``spawn``, ``forkserver``, ``fork``) with the same worker initializer. Two workers score the first
+``METHOD``: ``trackeval`` (the pool ``trackeval.engine.executors.map_cases`` builds by default: ``pool_context``
+with ``engine.start_method=auto``) or a start method (``fork``, ``forkserver``, ``spawn``) as ``pool_context``
+builds it, with the same worker initializer. Two workers score the first
 ``N_CASES`` cases of the manifest with the real ``score_case``; each worker reports, at the start of each case, its
 CPU seconds and max RSS so far, and after it its max RSS. Prints one JSON object.
 """
@@ -13,7 +14,6 @@ CPU seconds and max RSS so far, and after it its max RSS. Prints one JSON object
 from __future__ import annotations
 
 import json
-import multiprocessing
 import os
 import resource
 import sys
@@ -49,7 +49,7 @@ def main() -> None:
     cfg = load_config(None, ["engine.cache=false"])
     cases, _, _ = umd.load_cases(gt, pred)
     jobs = [umd._Job(c, cfg.umd, umd.CaseCache(None, "umd")) for c in cases[:n_cases]]
-    ctx = pool_context(probe) if method == "trackeval" else multiprocessing.get_context(method)
+    ctx = pool_context(probe, "auto" if method == "trackeval" else method)
     with ProcessPoolExecutor(max_workers=2, mp_context=ctx, initializer=_init_worker) as pool:
         reports = list(pool.map(probe, jobs))
     print(json.dumps({"method": ctx.get_start_method(), "reports": reports}))

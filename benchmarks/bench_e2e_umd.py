@@ -32,8 +32,8 @@ Per case, CPU seconds are given two ways: total / cases, and the slope ``(CPU(n 
 worker processes (wall-time scaling, meaningful on an idle machine only). Checked: every case x organ Dice equals
 nnU-Net's (<= 1e-9; NaN on both sides for organs absent from both), and the ``[dsc, iou]`` run's Dice equal the
 full run's. Last, ``_worker_probe.py`` reports each worker's start-up (CPU seconds and RSS before its first case)
-and peak RSS for the start method trackeval uses (forkserver), for ``spawn`` and for ``fork``, and the peak for 2
-and for all cases (it must not grow with the number of cases). The load average is printed with every timing: CPU
+and peak RSS for the start method trackeval chooses (``auto``: ``fork`` from this single-threaded caller), for
+``forkserver`` and for ``spawn``, and the peak for 2 and for all cases (it must not grow with the number of cases). The load average is printed with every timing: CPU
 seconds are robust to other load on the machine, wall seconds are not.
 """
 
@@ -445,11 +445,11 @@ def main() -> None:
 
     print("\nworker start-up (2 workers, before the first case) and peak RSS per worker:")
     arrays_mib = 2 * math.prod(shape) * np.dtype(np.uint8).itemsize / 2**20
-    for method, n_probe in (("trackeval", n), ("trackeval", 2), ("spawn", n), ("fork", n)):
+    for method, n_probe in (("trackeval", n), ("trackeval", 2), ("forkserver", n), ("spawn", n)):
         tree, report = probe_workers(method, gt, pred, n_probe)
         for cpu, rss0, rss1, heavy in summarise_workers(report):
             print(
-                f"  {method:<9} ({report['method']:<10}) {n_probe} cases: start-up {cpu:5.3f} CPU-s, {rss0:4.0f} MiB; "
+                f"  {method:<10} ({report['method']:<10}) {n_probe} cases: start-up {cpu:5.3f} CPU-s, {rss0:4.0f} MiB; "
                 f"peak {rss1:4.0f} MiB (+{rss1 - rss0:4.0f} = {(rss1 - rss0) / arrays_mib:.2f}x the two input arrays, "
                 f"{arrays_mib:.1f} MiB); torch/monai: {heavy or 'none'}"
             )

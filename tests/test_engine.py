@@ -184,3 +184,50 @@ def test_disk_full_while_writing_outputs_leaves_no_partial_files(umd_dataset, tm
     assert proc.returncode == 2, proc.stderr
     assert "cannot write the outputs" in proc.stderr
     assert list(out.iterdir()) == [], "partial or temporary files left behind"
+
+
+START_METHODS = """
+import json, sys, threading
+from trackeval.engine.executors import start_method
+out = {"alone": start_method()}
+stop = threading.Event()
+helper = threading.Thread(target=stop.wait)
+helper.start()
+out["with_a_thread"] = start_method()
+stop.set()
+helper.join()
+out["thread_gone"] = start_method()
+import torch  # noqa: E402
+out["torch_loaded"] = start_method()
+out["asked_for_fork"] = start_method("fork")
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="auto forks on Linux only")
+def test_auto_start_method_forks_only_a_single_threaded_caller_without_torch():
+    proc = subprocess.run([sys.executable, "-c", START_METHODS], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json.loads(proc.stdout) == {
+        "alone": "fork",
+        "with_a_thread": "forkserver",
+        "thread_gone": "fork",
+        "torch_loaded": "forkserver",
+        "asked_for_fork": "fork",  # an explicit choice is the user's
+    }
+
+
+def test_start_method_the_platform_lacks_is_a_config_error(monkeypatch):
+    """A platform with ``spawn`` only (Windows): ``auto`` spawns, an explicit fork is refused naming the field."""
+    import multiprocessing
+
+    from trackeval.engine.executors import start_method
+    from trackeval.errors import ConfigError
+
+    monkeypatch.setattr(multiprocessing, "get_all_start_methods", lambda: ["spawn"])
+    monkeypatch.setattr(sys, "platform", "win32")
+    assert start_method("auto") == "spawn"
+    with pytest.raises(
+        ConfigError, match=r"engine.start_method=fork is not available on this platform \(available: spawn\)"
+    ):
+        start_method("fork")

@@ -86,11 +86,15 @@ def test_values_keys_and_gap(umd_dataset, tmp_path: Path):
     assert row.dsc == pytest.approx(dsc["s1_ct"][1]) and row.modality == "ct" and row.site == "a"
 
 
-def test_results_are_byte_identical_across_executors(umd_dataset, tmp_path: Path):
+@pytest.mark.parametrize("start_method", ["auto", "fork", "forkserver", "spawn"])
+def test_results_are_byte_identical_across_executors(umd_dataset, tmp_path: Path, start_method: str):
     gt, pred = umd_dataset()
-    _run(gt, pred, tmp_path / "a", "--executor", "local")
-    _run(gt, pred, tmp_path / "b", "--executor", "processes", "--workers", "2")
-    for name in ("results.json", "metrics.json"):
+    _run(gt, pred, tmp_path / "a", "--executor", "local", "--no-cache")
+    _run(
+        gt, pred, tmp_path / "b", "--executor", "processes", "--workers", "2", "--no-cache",
+        "--set", f"engine.start_method={start_method}",
+    )  # fmt: skip
+    for name in ("results.json", "metrics.json", "cases.parquet"):
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
 
 

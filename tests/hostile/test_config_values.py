@@ -24,6 +24,7 @@ BAD_VALUES = [
     ("bootstrap.n_resamples=1000001", "bootstrap.n_resamples"),
     ("engine.scheduler_timeout_s=.inf", "engine.scheduler_timeout_s"),
     (f"engine.workers={BIG}", "engine.workers"),
+    ("engine.start_method=threads", "engine.start_method"),
     ("tracking.backoff_s=.inf", "tracking.backoff_s"),
     (f"tracking.http_timeout_s={HUGE}", "tracking.http_timeout_s"),
     ("gate.seed=-5", "gate.seed"),

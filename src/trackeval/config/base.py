@@ -69,6 +69,8 @@ class EngineConfig(Section):
     ``workers`` is set) or ``dask`` (a ``dask.distributed`` LocalCluster with ``workers`` workers, or the
     existing cluster at ``scheduler``, e.g. ``tcp://host:8786`` from dask-jobqueue or Kubernetes; connecting
     gives up after ``scheduler_timeout_s`` seconds).
+    ``start_method``: how ``processes`` starts its workers; ``auto`` forks the calling process on Linux when that
+    is safe (one thread, no torch loaded) and uses a fork server otherwise (see :mod:`trackeval.engine.executors`).
     ``cache``: reuse per-case results keyed by input digests + metric config (``--no-cache`` turns it off);
     ``cache_dir``: where (relative paths are relative to the working directory).
     None of these change a number: they are not part of results.json.
@@ -78,5 +80,6 @@ class EngineConfig(Section):
     workers: PositiveInt | None = None
     scheduler: str | None = None
     scheduler_timeout_s: FiniteFloat = Field(10.0, gt=0.0)
+    start_method: Literal["auto", "fork", "forkserver", "spawn"] = "auto"
     cache: bool = True
     cache_dir: str = ".trackeval-cache"

@@ -1,24 +1,32 @@
 """Map a per-case scoring function over cases on an executor (local, process pool or Dask), with a progress bar.
 
 Workers read their own files and return small records; results come back in input order whatever the
-executor, so outputs are identical across executors and worker counts.
+executor, so outputs are identical across executors, worker counts and start methods.
 
-The process pool starts its workers with ``forkserver`` where the platform has it (Linux, macOS), ``spawn``
-elsewhere. The fork server is one fresh interpreter that imports the scoring function's module and the main
-module's imports once (``set_forkserver_preload``); each worker is then a fork of it, ready before its first
-case at almost no cost (UMD, measured by ``benchmarks/bench_e2e_umd.py``: ~0.01 CPU-s and ~60 MB per worker, plus
-~0.8 CPU-s once for the server; ``spawn`` re-imports everything in every worker: ~0.6 CPU-s and ~120 MB each).
-``fork`` of the calling process is not used: it holds threads (the progress bar's) whose locks a child could
-inherit held, and every library state of the caller.
+How the process pool starts its workers (``engine.start_method``, default ``auto``), measured on the 6-case UMD
+set by ``benchmarks/bench_e2e_umd.py``:
+
+* ``fork`` (``auto`` on Linux when it is safe): each worker is a copy of the calling process, which has already
+  imported the scoring code: ~0.002 CPU-s per worker and nothing else, so ``--workers 2`` takes ~0.6x the wall
+  time of one worker. Forking is safe only while the caller runs a single thread (a lock held by another thread
+  would stay held forever in the child) and has not loaded torch (its OpenMP pool does not survive a fork);
+  the pool forks every worker before the progress bar starts its thread. macOS frameworks are not fork-safe,
+  so ``auto`` forks on Linux only.
+* ``forkserver`` (``auto`` otherwise, where the platform has it): one fresh interpreter imports the scoring
+  function's module and the main module's imports once (``set_forkserver_preload``, ~0.8 CPU-s) and forks the
+  workers from that clean state (~0.006 CPU-s and ~60 MB each).
+* ``spawn`` (everywhere): every worker re-imports everything (~0.6 CPU-s and ~120 MB each).
 """
 
 from __future__ import annotations
 
 import contextlib
+import gc
 import multiprocessing
 import multiprocessing.context
 import os
 import sys
+import threading
 import types
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ProcessPoolExecutor, wait
@@ -35,7 +43,7 @@ from rich.progress import (
 )
 
 from trackeval.config import EngineConfig
-from trackeval.errors import TrackevalError
+from trackeval.errors import ConfigError, TrackevalError
 
 if TYPE_CHECKING:
     from distributed import LocalCluster
@@ -88,13 +96,32 @@ def _main_imports() -> list[str]:
     return sorted(names)
 
 
-def pool_context(fn: Callable[..., object]) -> multiprocessing.context.BaseContext:
-    """The multiprocessing context of the process pool (see the module docstring): ``forkserver`` preloading
-    ``fn``'s module and :func:`_main_imports` where available, else ``spawn``."""
-    if "forkserver" not in multiprocessing.get_all_start_methods():
-        return multiprocessing.get_context("spawn")
-    ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload([fn.__module__, *_main_imports()])
+def fork_is_safe() -> bool:
+    """Whether forking the calling process is safe: Linux, one running thread, torch not loaded."""
+    return sys.platform.startswith("linux") and threading.active_count() == 1 and "torch" not in sys.modules
+
+
+def start_method(requested: str = "auto") -> str:
+    """The start method the process pool uses for ``engine.start_method`` (see the module docstring).
+
+    Raises :class:`~trackeval.errors.ConfigError` for a method this platform does not have.
+    """
+    available = multiprocessing.get_all_start_methods()
+    if requested == "auto":
+        return "fork" if fork_is_safe() else "forkserver" if "forkserver" in available else "spawn"
+    if requested not in available:
+        raise ConfigError(
+            f"engine.start_method={requested} is not available on this platform (available: {', '.join(available)})"
+        )
+    return requested
+
+
+def pool_context(fn: Callable[..., object], requested: str = "auto") -> multiprocessing.context.BaseContext:
+    """The multiprocessing context of the process pool: :func:`start_method`'s; a fork server preloads ``fn``'s
+    module and :func:`_main_imports`."""
+    ctx = multiprocessing.get_context(start_method(requested))
+    if isinstance(ctx, multiprocessing.context.ForkServerContext):
+        ctx.set_forkserver_preload([fn.__module__, *_main_imports()])
     return ctx
 
 
@@ -112,18 +139,27 @@ def map_cases(fn: Callable[[T], R], items: Sequence[T], config: EngineConfig, de
     costs time, not results.
     """
     progress, task = _progress(len(items), description)
-    with progress:
-        if config.executor == "dask":
+    if config.executor == "dask":
+        with progress:
             return _map_dask(fn, items, config, lambda n: progress.advance(task, n))
-        workers = min(default_workers(config), len(items))
-        if config.executor == "local" or workers <= 1:
+    workers = min(default_workers(config), len(items))
+    if config.executor == "local" or workers <= 1:
+        with progress:
             out = []
             for item in items:
                 out.append(fn(item))
                 progress.advance(task)
             return out
-        with ProcessPoolExecutor(max_workers=workers, mp_context=pool_context(fn), initializer=_init_worker) as pool:
+    ctx = pool_context(fn, config.start_method)
+    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker) as pool:
+        # the first submit starts the workers (all of them at once when forking): before the progress thread; a
+        # forked worker's garbage collections skip the objects it inherits (none of them are copied for it)
+        gc.freeze()
+        try:
             futures: list[Future[R]] = [pool.submit(fn, item) for item in items]
+        finally:
+            gc.unfreeze()
+        with progress:
             pending = set(futures)
             while pending:
                 done, pending = wait(pending, return_when=FIRST_EXCEPTION)
@@ -133,7 +169,7 @@ def map_cases(fn: Callable[[T], R], items: Sequence[T], config: EngineConfig, de
                         for p in pending:
                             p.cancel()
                         raise f.exception()  # type: ignore[misc]
-            return [f.result() for f in futures]
+        return [f.result() for f in futures]
 
 
 @contextlib.contextmanager

@@ -41,7 +41,7 @@ from trackeval.io.files import read_regular_file
 from trackeval.results import BenchmarkResult
 
 if TYPE_CHECKING:
-    import pandas as pd
+    import pyarrow as pa
 
 #: significant digits of the floats in metrics.json (a DVC metrics file, committed): the last digits of a bootstrap
 #: bound can differ between machines (summation order), which would show as spurious `dvc metrics diff` changes
@@ -54,9 +54,18 @@ CASES_PARQUET = "cases.parquet"
 OUTPUT_FILES = (CASES_PARQUET, METRICS_JSON, RESULTS_JSON)
 
 
-def cases_frame(result: BenchmarkResult) -> pd.DataFrame:
-    """One row per case x item (organ, region, ...): ids, status, group columns and every per-item metric."""
-    import pandas as pd
+def cases_table(result: BenchmarkResult) -> pa.Table:
+    """One row per case x item (organ, region, ...): ids, status, group columns and every per-item metric.
+
+    Columns in order of first appearance: the id, status, group and item columns are strings, the metrics
+    float64; a metric a row lacks, or holds as NaN (``None`` in a record), is null (pandas reads NaN).
+
+    The rows go through pyarrow's JSON reader with this explicit schema: building arrays from Python objects
+    (``pa.array``) imports pandas, which would cost every ``evaluate`` ~0.3 s. Floats round-trip exactly (JSON
+    holds their shortest repr, which the reader parses correctly rounded).
+    """
+    import pyarrow as pa
+    import pyarrow.json as pa_json
 
     rows = []
     group_cols = sorted({g for c in result.cases for g in c.groups})
@@ -65,7 +74,13 @@ def cases_frame(result: BenchmarkResult) -> pd.DataFrame:
         base.update({g: case.groups.get(g) for g in group_cols})
         for item, metrics in case.metrics.items():
             rows.append({**base, result.item_kind: item, **metrics})
-    return pd.DataFrame(rows)
+    strings = {"case_id", "subject_id", "status", result.item_kind, *group_cols}
+    columns = dict.fromkeys(key for row in rows for key in row)
+    schema = pa.schema([(c, pa.string() if c in strings else pa.float64()) for c in columns])
+    if not rows:
+        return schema.empty_table()
+    lines = "".join(json.dumps(row, allow_nan=False) + "\n" for row in rows).encode("utf-8")
+    return pa_json.read_json(io.BytesIO(lines), parse_options=pa_json.ParseOptions(explicit_schema=schema))
 
 
 def metrics_file(result: BenchmarkResult) -> dict[str, float]:
@@ -80,8 +95,10 @@ def metrics_file(result: BenchmarkResult) -> dict[str, float]:
 
 def output_bytes(result: BenchmarkResult) -> dict[str, bytes]:
     """The three files' bytes, in :data:`OUTPUT_FILES` order."""
+    import pyarrow.parquet as pq
+
     parquet = io.BytesIO()
-    cases_frame(result).to_parquet(parquet, index=False)
+    pq.write_table(cases_table(result), parquet)
     metrics = json.dumps(metrics_file(result), sort_keys=True, indent=1, allow_nan=False) + "\n"
     return {
         CASES_PARQUET: parquet.getvalue(),
@@ -133,7 +150,7 @@ def read_results_files(path: Path) -> ResultsFiles:
         files[CASES_PARQUET] = read_regular_file(path / CASES_PARQUET)
         verify_cases(
             files[CASES_PARQUET],
-            cases_frame(result),
+            cases_table(result).to_pandas(),
             keys=("case_id", result.item_kind),
             file=path / CASES_PARQUET,
         )
