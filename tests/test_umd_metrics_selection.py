@@ -93,3 +93,34 @@ def test_bad_selection_is_a_config_error(umd_dataset, tmp_path: Path, capsys, va
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("trackeval: error: invalid config") and needle in err[0], err
     assert not out.exists()
+
+
+IMPORTS_PROBE = """
+import json, sys
+from trackeval.cli import main
+code = main(sys.argv[1:])
+heavy = ("scipy.ndimage", "scipy.spatial", "scipy.sparse", "scipy.stats", "pandas", "torch", "monai")
+print(json.dumps({"code": code, "loaded": [m for m in heavy if m in sys.modules]}))
+"""
+
+
+@pytest.mark.parametrize(("selection", "loaded"), [("[dsc,iou]", set()), ("[dsc,hd95]", {"scipy.ndimage"})])
+def test_a_dice_only_evaluation_loads_no_scipy_pandas_or_torch(
+    umd_dataset, tmp_path: Path, selection: str, loaded: set[str]
+) -> None:
+    """The start-up a Dice/IoU run pays is numpy, pydantic and the NIfTI reader: scipy's submodules (surface
+    distances, ~0.2 s) load only when a surface metric is selected; pandas (~0.3 s) and torch never. (nibabel
+    imports the bare ``scipy`` package, which loads none of them.)"""
+    import subprocess
+    import sys
+
+    gt, pred = umd_dataset()
+    argv = umd_argv(
+        gt, pred, tmp_path / "out", "--executor", "local", "--no-cache", "--set", f"umd.metrics={selection}"
+    )
+    proc = subprocess.run([sys.executable, "-c", IMPORTS_PROBE, *argv], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["code"] == 0
+    # scipy.spatial (the k-d tree) loads only when a surface needs it: not for these small cubes
+    assert set(out["loaded"]) - {"scipy.spatial"} == loaded

@@ -33,7 +33,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import numpy as np
-from scipy import ndimage
 
 from trackeval.interactive.protocol import Box, Click
 
@@ -108,6 +107,8 @@ def error_click(
 
 
 def _center_click(pred: np.ndarray, truth: np.ndarray) -> Click | None:
+    from scipy import ndimage  # here, not at import: every CLI start loads this module (IMIS is registered)
+
     structure = ndimage.generate_binary_structure(truth.ndim, truth.ndim)
     best: tuple[int, np.ndarray, int] | None = None
     for label, region in ((1, truth & ~pred), (0, pred & ~truth)):
@@ -128,6 +129,8 @@ def _center_click(pred: np.ndarray, truth: np.ndarray) -> Click | None:
 
 def ritm_click(pred: np.ndarray, truth: np.ndarray, clicked: Iterable[tuple[int, ...]] = ()) -> Click | None:
     """RITM / SimpleClick's next click (see the module docstring); ``None`` when no unclicked error pixel is left."""
+    from scipy import ndimage
+
     pred, truth = np.asarray(pred, dtype=bool), np.asarray(truth, dtype=bool)
     not_clicked = np.ones(truth.shape, dtype=bool)
     for coords in clicked:

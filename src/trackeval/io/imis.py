@@ -34,7 +34,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
-import scipy.sparse
 
 from trackeval.config.imis import IMISConfig
 from trackeval.errors import ConfigError, InputError
@@ -241,6 +240,8 @@ def parse_label_shape(path: Path, case_id: str | None = None) -> tuple[int, int,
 def _read_sparse_label(case: IMISCase, image_hw: tuple[int, int]) -> tuple[dict[str, np.ndarray], str]:
     """The one-hot masks of a CSR ``.npz``: sizes (the file name's and every member's declared shape) are checked
     before anything is decoded; the 0/1 check runs on the stored values only, the dense masks are bool."""
+    import scipy.sparse  # here, not at import: every CLI start loads this module (IMIS is registered)
+
     path = case.label_path
     where = {"file": str(path), "case_id": case.case_id}
     c, h, w = parse_label_shape(path, case.case_id)

@@ -91,8 +91,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
-from scipy import ndimage
-from scipy.spatial import cKDTree
+
+# scipy (~0.2 s to import) is imported by the functions that use it: Dice/IoU-only runs, which import this
+# module through trackeval.metrics, never load it
 
 __all__ = [
     "Label",
@@ -512,6 +513,8 @@ def _oriented(pred: np.ndarray, truth: np.ndarray) -> tuple[np.ndarray, np.ndarr
 
 def _label_boxes(arr: np.ndarray) -> dict[int, _Box]:
     """Bounding boxes of all non-zero ids of a label map in one pass."""
+    from scipy import ndimage
+
     if arr.dtype == np.bool_:
         arr = arr.view(np.uint8)
     if arr.size == 0:
@@ -528,6 +531,8 @@ def _label_boxes(arr: np.ndarray) -> dict[int, _Box]:
 
 def _mask_box(mask: np.ndarray) -> _Box | None:
     """Bounding box of a boolean mask, or None if it is empty."""
+    from scipy import ndimage
+
     objects = ndimage.find_objects(mask.view(np.uint8) if mask.dtype == np.bool_ else mask.astype(np.uint8))
     return objects[0] if objects else None
 
@@ -846,6 +851,8 @@ def _kdtree_distances(
     The distance is recomputed from the integer offset to the nearest corner with the formula of the offset
     table (original axis order), so both paths return identical values.
     """
+    from scipy.spatial import cKDTree
+
     source = np.stack(np.unravel_index(source_flat, shape), axis=1)
     query = np.stack(np.unravel_index(query_flat, shape), axis=1)
     tree = cKDTree(source * geometry.grid_spacing, leafsize=32, balanced_tree=False, compact_nodes=False)
