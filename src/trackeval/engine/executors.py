@@ -7,8 +7,8 @@ How the process pool starts its workers (``engine.start_method``, default ``auto
 set by ``benchmarks/bench_e2e_umd.py``:
 
 * ``fork`` (``auto`` on Linux when it is safe): each worker is a copy of the calling process, which has already
-  imported the scoring code: ~0.002 CPU-s per worker and nothing else, so ``--workers 2`` takes ~0.6x the wall
-  time of one worker. Forking is safe only while the caller runs a single thread (a lock held by another thread
+  imported the scoring code: ~0.002 CPU-s per worker and nothing else (``--workers 2``: 0.64x the wall time of
+  one worker on 6 UMD cases, where a fork server gave 0.71-0.75x). Forking is safe only while the caller runs a single thread (a lock held by another thread
   would stay held forever in the child) and has not loaded torch (its OpenMP pool does not survive a fork);
   the pool forks every worker before the progress bar starts its thread. macOS frameworks are not fork-safe,
   so ``auto`` forks on Linux only.
