@@ -33,8 +33,9 @@ worker processes (wall-time scaling, meaningful on an idle machine only). Checke
 nnU-Net's (<= 1e-9; NaN on both sides for organs absent from both), and the ``[dsc, iou]`` run's Dice equal the
 full run's. Last, ``_worker_probe.py`` reports each worker's start-up (CPU seconds and RSS before its first case)
 and peak RSS for the start method trackeval chooses (``auto``: ``fork`` from this single-threaded caller), for
-``forkserver`` and for ``spawn``, and the peak for 2 and for all cases (it must not grow with the number of cases). The load average is printed with every timing: CPU
-seconds are robust to other load on the machine, wall seconds are not.
+``forkserver`` and for ``spawn``, and the peak for 2 and for all cases (it must not grow with the number of
+cases). The load average is printed with every timing: CPU seconds are robust to other load on the machine, wall
+seconds are not.
 """
 
 from __future__ import annotations
