@@ -231,3 +231,26 @@ def test_start_method_the_platform_lacks_is_a_config_error(monkeypatch):
         ConfigError, match=r"engine.start_method=fork is not available on this platform \(available: spawn\)"
     ):
         start_method("fork")
+
+
+def _threads_of_case(item: int) -> tuple[int, int]:
+    from trackeval.engine.executors import case_threads
+
+    return item, case_threads()
+
+
+@pytest.mark.parametrize(
+    ("executor", "workers", "expected"),
+    [
+        ("processes", 2, [1, 1, 1, 1, 1, 2]),  # the last case may use the core its finished neighbour frees
+        ("processes", 4, [1, 1, 1, 2, 3, 4]),
+        ("local", 2, [1] * 6),
+    ],
+)
+def test_the_last_cases_of_a_pool_run_get_the_idle_workers_threads(executor: str, workers: int, expected: list[int]):
+    from trackeval.config.base import EngineConfig
+    from trackeval.engine.executors import case_threads, map_cases
+
+    config = EngineConfig(executor=executor, workers=workers, cache=False)
+    assert map_cases(_threads_of_case, list(range(6)), config, "probe") == list(enumerate(expected))
+    assert case_threads() == 1  # the calling process is never left with a budget

@@ -217,6 +217,24 @@ def test_search_paths_are_bit_identical(monkeypatch: pytest.MonkeyPatch, path: s
     )
 
 
+@pytest.mark.parametrize("path", ["auto", "kdtree"])
+@pytest.mark.parametrize("threads", [2, 3, 64])
+def test_labels_scored_in_threads_are_bit_identical(monkeypatch: pytest.MonkeyPatch, path: str, threads: int) -> None:
+    """``threads`` scores labels concurrently (the tail of a process-pool run); values and order do not change."""
+    rng = np.random.default_rng(11)
+    truth = _random_label_map(rng, (28, 24, 20), 6)
+    pred = _perturb(rng, truth)
+    pred[pred == 5] = 0
+    labels: list = [6, 1, (2, 4), 5, 3, 99, 2, 4]
+    spacing = (0.703125, 0.703125, 2.5)
+    _use_path(monkeypatch, path)
+    one = surface_metrics(np.asfortranarray(pred), np.asfortranarray(truth), spacing, labels=labels)
+    many = surface_metrics(np.asfortranarray(pred), np.asfortranarray(truth), spacing, labels=labels, threads=threads)
+    assert list(many) == labels
+    _assert_identical(many, one)
+    assert 0.0 < one[(2, 4)]["nsd"] < 1.0  # non-trivial values
+
+
 SPACINGS_3D = [(1.0, 1.0, 1.0), (0.703125, 0.703125, 2.5), (2.5, 0.703125, 0.703125), (3.0, 2.0, 1.0), (0.1, 7.3, 0.45)]
 
 
@@ -456,5 +474,9 @@ def test_validation_errors() -> None:
         surface_metrics(a, a, sp, labels=[1.5])  # type: ignore[list-item]
     with pytest.raises(ValueError, match="at least one id"):
         surface_metrics(a, a, sp, labels=[()])
+    with pytest.raises(TypeError, match="threads must be an integer"):
+        surface_metrics(a, a, sp, threads=2.0)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="threads must be >= 1"):
+        surface_metrics(a, a, sp, threads=0)
     with pytest.raises(ValueError, match="same shape"):
         surface_distances(np.zeros((3, 3), bool), np.zeros((3, 4), bool), (1.0, 1.0))

@@ -30,7 +30,7 @@ from trackeval.benchmarks.segmentation import SEG_METRICS, present_labels, score
 from trackeval.benchmarks.summaries import mean_summaries
 from trackeval.config import EvalConfig, UMDConfig
 from trackeval.engine.cache import CaseCache, cache_key
-from trackeval.engine.executors import map_cases
+from trackeval.engine.executors import case_threads, map_cases
 from trackeval.errors import InputError
 from trackeval.io.hashing import sha256_files
 from trackeval.io.nifti import LabelVolume, check_same_grid, read_bytes_digest, read_label_map
@@ -216,6 +216,7 @@ def _organ_metrics(
         empty_both=cfg.empty_both,
         confusion=cm,
         metrics=cfg.metrics,
+        threads=case_threads(),  # more than 1 for the last cases of a process-pool run
     )
 
 

@@ -16,6 +16,13 @@ set by ``benchmarks/bench_e2e_umd.py``:
   function's module and the main module's imports once (``set_forkserver_preload``, ~0.8 CPU-s) and forks the
   workers from that clean state (~0.006 CPU-s and ~60 MB each).
 * ``spawn`` (everywhere): every worker re-imports everything (~0.6 CPU-s and ~120 MB each).
+
+**The tail.** Cases are coarse (a UMD case is ~1 s), so at the end of a pool run workers run out of cases while
+the last ones are still being scored. The last ``workers - 1`` cases may therefore use more threads
+(:func:`tail_threads`): the case dispatched last up to ``workers``, the one before it one fewer, and so on; a
+scoring function asks :func:`case_threads` and may score independent parts (UMD: organs) in that many threads.
+The values never depend on it. On the 6-case UMD set this shortens a 2-worker run by ~0.3 s (the last case is
+scored while the other worker idles).
 """
 
 from __future__ import annotations
@@ -50,6 +57,36 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 R = TypeVar("R")
+
+#: threads the case being scored in this process may use (see the module docstring); 1 outside a pool's tail
+_case_threads = 1
+
+
+def case_threads() -> int:
+    """How many threads the case being scored may use: 1, or more for the last cases of a process-pool run."""
+    return _case_threads
+
+
+def tail_threads(n_items: int, workers: int) -> list[int]:
+    """Thread budget per item of a pool run, in dispatch order: 1, except the last ``workers - 1`` items, which
+    get one more thread per worker that will have no case left while they run (the last one ``workers``).
+
+    >>> tail_threads(6, 2)
+    [1, 1, 1, 1, 1, 2]
+    >>> tail_threads(5, 4)
+    [1, 1, 2, 3, 4]
+    """
+    return [min(workers, 1 + max(0, workers - (n_items - i))) for i in range(n_items)]
+
+
+def _with_threads(fn: Callable[[T], R], item: T, threads: int) -> R:
+    """``fn(item)`` in a pool worker, with :func:`case_threads` giving ``threads``."""
+    global _case_threads
+    _case_threads = threads
+    try:
+        return fn(item)
+    finally:
+        _case_threads = 1
 
 
 def _progress(total: int, description: str) -> tuple[Progress, int]:
@@ -156,7 +193,10 @@ def map_cases(fn: Callable[[T], R], items: Sequence[T], config: EngineConfig, de
         # forked worker's garbage collections skip the objects it inherits (none of them are copied for it)
         gc.freeze()
         try:
-            futures: list[Future[R]] = [pool.submit(fn, item) for item in items]
+            budget = tail_threads(len(items), workers)
+            futures: list[Future[R]] = [
+                pool.submit(_with_threads, fn, item, threads) for item, threads in zip(items, budget, strict=True)
+            ]
         finally:
             gc.unfreeze()
         with progress:
