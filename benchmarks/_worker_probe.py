@@ -4,9 +4,9 @@ Run by ``bench_e2e_umd.py`` as its own process (so that its ``__main__`` is as s
 
     python benchmarks/_worker_probe.py METHOD GT_DIR PRED_DIR [N_CASES]
 
-``METHOD``: ``trackeval`` (the pool ``trackeval.engine.executors.map_cases`` builds by default: ``pool_context``
-with ``engine.start_method=auto``) or a start method (``fork``, ``forkserver``, ``spawn``) as ``pool_context``
-builds it, with the same worker initializer. Two workers score the first
+``METHOD``: ``trackeval`` (``engine.start_method=auto``, the default) or a start method (``fork``,
+``forkserver``, ``spawn``); the cases run through ``trackeval.engine.executors.map_cases`` with 2 workers, as in
+``trackeval evaluate`` (the last case with the idle worker's thread). Two workers score the first
 ``N_CASES`` cases of the manifest with the real ``score_case``; each worker reports, at the start of each case, its
 CPU seconds and max RSS so far, and after it its max RSS. Prints one JSON object.
 """
@@ -17,12 +17,12 @@ import json
 import os
 import resource
 import sys
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from trackeval.api import load_config
 from trackeval.benchmarks import umd
-from trackeval.engine.executors import _init_worker, pool_context
+from trackeval.engine.executors import map_cases
+from trackeval.engine.executors import start_method as start_method_for
 
 HEAVY = ("torch", "monai")
 
@@ -46,13 +46,14 @@ def probe(job: object) -> dict[str, object]:
 def main() -> None:
     method, gt, pred = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
     n_cases = int(sys.argv[4]) if len(sys.argv) > 4 else None
-    cfg = load_config(None, ["engine.cache=false"])
+    start_method = "auto" if method == "trackeval" else method
+    overrides = ["engine.cache=false", "engine.executor=processes", "engine.workers=2"]
+    cfg = load_config(None, [*overrides, f"engine.start_method={start_method}"])
     cases, _, _ = umd.load_cases(gt, pred)
     jobs = [umd._Job(c, cfg.umd, umd.CaseCache(None, "umd")) for c in cases[:n_cases]]
-    ctx = pool_context(probe, "auto" if method == "trackeval" else method)
-    with ProcessPoolExecutor(max_workers=2, mp_context=ctx, initializer=_init_worker) as pool:
-        reports = list(pool.map(probe, jobs))
-    print(json.dumps({"method": ctx.get_start_method(), "reports": reports}))
+    used = start_method_for(start_method)  # what map_cases will choose, asked before it starts any thread
+    reports = map_cases(probe, jobs, cfg.engine, "probe")
+    print(json.dumps({"method": used, "reports": reports}))
 
 
 if __name__ == "__main__":
