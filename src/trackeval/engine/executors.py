@@ -8,14 +8,15 @@ set by ``benchmarks/bench_e2e_umd.py``:
 
 * ``fork`` (``auto`` on Linux when it is safe): each worker is a copy of the calling process, which has already
   imported the scoring code: ~0.002 CPU-s per worker and nothing else (``--workers 2``: 0.62-0.64x the wall
-  time of one worker on 6 UMD cases before the tail threads below, where a fork server gave 0.71-0.75x). Forking is safe only while the caller runs a
-  single thread (a lock held by another thread would stay held forever in the child) and has not loaded torch
-  (its OpenMP pool does not survive a fork); the pool forks every worker before the progress bar starts its
-  thread. macOS frameworks are not fork-safe, so ``auto`` forks on Linux only.
+  time of one worker on 6 UMD cases before the tail threads below, where a fork server gave 0.71-0.75x).
+  Forking is safe only while the caller runs a single thread (a lock held by another thread would stay held
+  forever in the child) and has not loaded torch (its OpenMP pool does not survive a fork); the pool forks
+  every worker before the progress bar starts its thread. macOS frameworks are not fork-safe, so ``auto``
+  forks on Linux only.
 * ``forkserver`` (``auto`` otherwise, where the platform has it): one fresh interpreter imports the scoring
   function's module and the main module's imports once (``set_forkserver_preload``, ~0.8 CPU-s) and forks the
-  workers from that clean state (~0.006 CPU-s and ~60 MB each).
-* ``spawn`` (everywhere): every worker re-imports everything (~0.6 CPU-s and ~120 MB each).
+  workers from that clean state (~0.006 CPU-s and ~40 MB each).
+* ``spawn`` (everywhere): every worker re-imports everything (~0.4 CPU-s and ~60 MB each).
 
 **The tail.** Cases are coarse (a UMD case is ~1 s), so at the end of a pool run workers run out of cases while
 the last ones are still being scored. The last ``workers - 1`` cases may therefore use more threads
