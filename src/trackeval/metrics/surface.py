@@ -243,20 +243,19 @@ def surface_metrics(
 
     geometry = _Geometry.get(spacing_t, flip, _OFFSET_BUDGET)
 
+    members_of = [label if isinstance(label, tuple) else (label,) for label in requested]
     label_boxes = [
         _union_box(
             [_box_for(truth_arr, truth_boxes, m) for m in members]
             + [_box_for(pred_arr, pred_boxes, m) for m in members]
         )
-        for members in (label if isinstance(label, tuple) else (label,) for label in requested)
+        for members in members_of
     ]
 
     def score(i: int) -> dict[str, float]:
-        box, label = label_boxes[i], requested[i]
-        if box is None:
+        if label_boxes[i] is None:
             return dict.fromkeys(_METRIC_KEYS, math.nan)
-        members = label if isinstance(label, tuple) else (label,)
-        d_tp, a_t, d_pt, a_p = _directed_distances(truth_arr, pred_arr, box, members, geometry)
+        d_tp, a_t, d_pt, a_p = _directed_distances(truth_arr, pred_arr, label_boxes[i], members_of[i], geometry)
         return _summarise(d_tp, a_t, d_pt, a_p, tol, pct)
 
     workers = min(n_threads, len(requested))
