@@ -154,28 +154,43 @@ def read_label_map(path: Path, *, case_id: str, raw: bytes | None = None, digest
     :class:`InputError` naming the file, the case and the offending field.
     """
     where = {"file": str(path), "case_id": case_id}
-    if raw is None or digest is None:
-        raw, digest = read_bytes_digest(path, case_id=case_id)
-    layout, data = _decode(raw, where)
-    affine, spacing = _geometry(layout, where)
-    slope, inter = _scaling(layout, where)
-    return LabelVolume(_as_integer_labels(data, slope, inter, where), affine, spacing, digest, str(path))
+    v = _read_stored(path, case_id, raw, digest)
+    return LabelVolume(_as_integer_labels(v.data, v.slope, v.inter, where), v.affine, v.spacing, v.digest, str(path))
 
 
 def read_image(path: Path, *, case_id: str) -> LabelVolume:
     """An image volume (any numeric dtype, scaled as its header says) as float32, with the checks of
     :func:`read_label_map` on size and geometry."""
+    v = _read_stored(path, case_id, None, None)
+    if v.data.dtype.kind not in "biuf":
+        raise InputError(f"unsupported voxel dtype {v.data.dtype}", field="datatype", file=str(path), case_id=case_id)
+    out = np.empty_like(v.data, dtype=np.float32)
+    for src, dst in _chunks(v.data, out):
+        dst[...] = src * v.slope + v.inter if (v.slope, v.inter) != (1.0, 0.0) else src
+    return LabelVolume(out, v.affine, v.spacing, v.digest, str(path))
+
+
+@dataclass(frozen=True)
+class _Stored:
+    """A file's stored voxels (unscaled, Fortran order), their scaling, the checked geometry and the digest."""
+
+    data: np.ndarray
+    slope: float
+    inter: float
+    affine: np.ndarray
+    spacing: tuple[float, ...]
+    digest: str
+
+
+def _read_stored(path: Path, case_id: str, raw: bytes | None, digest: str | None) -> _Stored:
+    """Read (unless ``raw``/``digest`` are given), decode and check a NIfTI file: what both readers share."""
     where = {"file": str(path), "case_id": case_id}
-    raw, digest = read_bytes_digest(path, case_id=case_id)
+    if raw is None or digest is None:
+        raw, digest = read_bytes_digest(path, case_id=case_id)
     layout, data = _decode(raw, where)
     affine, spacing = _geometry(layout, where)
     slope, inter = _scaling(layout, where)
-    if data.dtype.kind not in "biuf":
-        raise InputError(f"unsupported voxel dtype {data.dtype}", field="datatype", **where)
-    out = np.empty_like(data, dtype=np.float32)
-    for src, dst in _chunks(data, out):
-        dst[...] = src * slope + inter if (slope, inter) != (1.0, 0.0) else src
-    return LabelVolume(out, affine, spacing, digest, str(path))
+    return _Stored(data, slope, inter, affine, spacing, digest)
 
 
 def _header_class(head: bytes) -> type[nib.Nifti1Header] | None:
