@@ -5,7 +5,7 @@ Run: ``.venv/bin/python benchmarks/bench_classification.py``
 Labels: 10^6 draws at the NIH ChestX-ray14 effusion prevalence (11.9%); scores: a seeded binormal model
 rounded to 3 decimals, so ties are frequent (as with real, quantised model outputs). Measured in one run,
 median of repeats each: (a) ``trackeval.metrics.classification.delong`` (AUROC, DeLong variance, placements)
-plus its Wald CI; (b) ``sklearn.metrics.roc_auc_score``. Target: ratio (b)/(a) >= 1 with identical AUROC.
+plus its CI (logit scale); (b) ``sklearn.metrics.roc_auc_score``. Target: ratio (b)/(a) >= 1 with identical AUROC.
 """
 
 from __future__ import annotations

@@ -64,7 +64,12 @@ def test_workflow_setup_data_and_repro(workflow):
     (data,) = _run_steps(workflow, "dvc remote list")
     assert "dvc pull" in data["run"] and "trackeval data fetch --out data" in data["run"]
     assert "dvc add" in data["run"] and "data.dvc" in data["run"]
-    assert _run_steps(workflow, "trackeval pipeline verdict")
+    (verdict,) = _run_steps(workflow, "trackeval pipeline verdict")
+    (verify,) = _run_steps(workflow, "trackeval verify")
+    assert "--model seg --config params.yaml" in verify["run"]
+    steps = _steps(workflow)
+    (repro,) = [s for s in steps if s.get("run", "").strip() == "dvc repro"]
+    assert steps.index(repro) < steps.index(verdict) < steps.index(verify)
 
 
 def test_workflow_summary_gate_and_artifact(workflow):

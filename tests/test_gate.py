@@ -87,11 +87,30 @@ def test_one_organ_regressing_is_rejected_by_the_worst_group_guard(results):
     assert [c.name for c in failed] == ["worst_group"]
     assert "umd/dsc/by_organ/heart" in failed[0].detail
     heart = next(g for g in d.group_tests if g.key == "umd/dsc/by_organ/heart")
+    # every replicate of heart lies below -margin (Dice 1 -> 0.8 on every case): the expanded bound excludes
+    # the margin at every level, p = 0
+    assert heart.p_value == 0.0 and heart.p_adjusted == 0.0
+    # a margin wider than the regression lets it through
+    assert _gate(results, "organ_regress", "gate.group_margins={umd/organ/heart: 0.25}").verdict == "pass"
+
+
+def test_plain_percentile_pvalues_keep_the_plus_one_rule(tmp_path):
+    cfg = gate_data.config("bootstrap.interval=percentile", "bootstrap.cluster=case")
+    gt = gate_data.make_ground_truth(tmp_path)
+    res = {v: gate_data.evaluate_version(tmp_path, gt, v, cfg)[0] for v in ("champion", "organ_regress")}
+    d = decide(
+        "seg",
+        "organ_regress",
+        {"umd": res["organ_regress"]},
+        "champion",
+        {"umd": res["champion"]},
+        cfg.gate,
+        gate_policies(cfg),
+    )
+    heart = next(g for g in d.group_tests if g.key == "umd/dsc/by_organ/heart")
     # 5 groups (3 organs, 2 modalities); heart has the smallest p = 1/(B+1), so Holm multiplies it by 5
     assert heart.p_value == pytest.approx(1 / 1001)
     assert heart.p_adjusted == pytest.approx(5 / 1001)
-    # a margin wider than the regression lets it through
-    assert _gate(results, "organ_regress", "gate.group_margins={umd/organ/heart: 0.25}").verdict == "pass"
 
 
 def test_noninferiority_group_test_needs_every_group_shown_within_margin(results):
@@ -114,7 +133,10 @@ def test_first_version_needs_the_absolute_floor(results):
     assert ok.verdict == "pass" and [c.name for c in ok.checks] == ["audit", "floor"]
     high = gate_data.config("gate.floors={umd: 0.9}")
     low = decide("seg", "champion", {"umd": results["champion"]}, None, None, high.gate, gate_policies(high))
-    assert low.verdict == "fail" and "0.7534 >= 0.9" in low.checks[1].detail
+    # the default floor statistic is the conservative end of the CI
+    bound = results["champion"].aggregates["umd/dsc"].ci95_low
+    assert bound < results["champion"].aggregates["umd/dsc"].value
+    assert low.verdict == "fail" and low.checks[1].detail == f"umd/dsc ci95_low {bound:.4f} >= 0.9"
 
 
 def test_failed_leakage_audit_blocks_promotion(results):

@@ -237,6 +237,7 @@ def test_hand_computed_values_and_keys(toy, tmp_path: Path, denominator: str) ->
         "n_regions": 2,
         "n_queries": 4,
         "n_missing_queries": 1,
+        "n_missing_predictions": 1,
         "n_short_lists": 2,
         "n_rows_ignored": 0,
         "audit/n_query_index_overlap": 0,
@@ -252,7 +253,7 @@ def test_hand_computed_values_and_keys(toy, tmp_path: Path, denominator: str) ->
     assert cases["colon/q1"]["groups"] == {"region": "colon", "lesion_flag": "1", "lesion_group": "2"}
     flat = json.loads((tmp_path / "out" / "metrics.json").read_text())
     assert flat["mir3d/n_missing_queries"] == 1 and flat["mir3d/audit/n_query_index_overlap"] == 0
-    assert any("without a ranking scored 0: colon/q3" in w for w in res["warnings"])
+    assert "1/4 cases have no prediction: colon/q3" in res["warnings"]
 
 
 def test_default_ap_is_sklearn_on_the_top10_list(toy, tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ browser tests open the HTML report and the MLflow UI in headless Chromium (scree
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
@@ -264,12 +265,22 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _start_server(db: Path, artifacts: Path, log: Path) -> tuple[subprocess.Popen, str]:
+def _start_server(
+    db: Path,
+    artifacts: Path,
+    log: Path,
+    *,
+    args: tuple[str, ...] = (),
+    env: dict[str, str] | None = None,
+    auth: tuple[str, str] | None = None,
+) -> tuple[subprocess.Popen, str]:
     """A real ``mlflow server`` on 127.0.0.1 with its own store; returns the process and its URL.
 
     A free port can be taken by another test's server between choosing and binding it: the server that then
     answers ``/health`` is not ours. So the artifacts folder holds a marker file unique to this server, and a port
     counts only once that server lists the marker; otherwise ours is stopped and another port is tried.
+    ``args`` are extra server options (``--app-name basic-auth``), ``env`` extra variables of the server process
+    and ``auth`` the ``(user, password)`` that the marker probe sends (HTTP basic authentication).
     """
     artifacts.mkdir(parents=True, exist_ok=True)
     marker = f"server-{os.getpid()}-{time.monotonic_ns()}"
@@ -289,13 +300,24 @@ def _start_server(db: Path, artifacts: Path, log: Path) -> tuple[subprocess.Pope
             str(port),
             "--workers",
             "1",
+            *args,
         ]
-        proc = subprocess.Popen(cmd, stdout=log.open("ab"), stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            cmd,
+            stdout=log.open("ab"),
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env=None if env is None else {**os.environ, **env},
+        )
         url = f"http://127.0.0.1:{port}"
+        probe = urllib.request.Request(f"{url}/api/2.0/mlflow-artifacts/artifacts?path=")
+        if auth is not None:
+            token = base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode()
+            probe.add_header("Authorization", f"Basic {token}")
         deadline = time.monotonic() + scaled(90)
         while time.monotonic() < deadline and proc.poll() is None:
             try:
-                with urllib.request.urlopen(f"{url}/api/2.0/mlflow-artifacts/artifacts?path=", timeout=scaled(2)) as r:
+                with urllib.request.urlopen(probe, timeout=scaled(2)) as r:
                     files = {f["path"] for f in json.load(r).get("files", [])}
                 if marker in files:
                     return proc, url

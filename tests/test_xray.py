@@ -90,11 +90,13 @@ def test_cls_on_nih_prevalence(nih, tmp_path):
     assert res["config"]["xray_run"]["operating_point"] == "test"
     assert res_val["config"]["xray_run"]["operating_point"] == "validation"
     assert res["summary"]["n_uncertain_labels"] == int(uncertain[test].sum())
-    aucs = []
+    aucs, below = [], []
     for j, finding in enumerate(NIH_FINDINGS):
         token = finding.lower()
         ok = ~uncertain[test, j]
         yy, ss = y[test][ok, j], p[test][ok, j]
+        if min(yy.sum(), (1 - yy).sum()) < 10:  # xray.cls.min_positives (default 10): not in the headline
+            below.append(token)
         if yy.min() == yy.max():  # e.g. Hernia (0.2% prevalence) may have no positive in 3000 images
             assert res["aggregates"][f"xray/cls/auroc/by_finding/{token}"]["value"] is None
             # no operating point either: NaN and a warning, never specificity 1
@@ -102,7 +104,8 @@ def test_cls_on_nih_prevalence(nih, tmp_path):
             assert any(f"finding {finding!r}: no operating point" in w for w in res["warnings"])
             continue
         auc = roc_auc_score(yy, ss)
-        aucs.append(auc)
+        if token not in below:
+            aucs.append(auc)
         agg = res["aggregates"][f"xray/cls/auroc/by_finding/{token}"]
         assert agg["value"] == pytest.approx(auc, abs=1e-12)
         assert agg["ci95_low"] < auc < agg["ci95_high"]
@@ -121,6 +124,8 @@ def test_cls_on_nih_prevalence(nih, tmp_path):
                 (ss[yy == 1] >= t).mean()
             )
     assert _agg(res, "xray/cls/auroc") == pytest.approx(np.mean(aucs), abs=1e-12)
+    assert res["config"]["xray_run"]["findings_below_min_positives"] == below
+    assert res["summary"]["n_findings_below_min_positives"] == len(below)
     a = res["aggregates"]["xray/cls/auroc"]
     assert a["ci95_low"] < a["value"] < a["ci95_high"] and a["ci95_high"] - a["ci95_low"] < 0.05
     assert 0 <= _agg(res, "xray/cls/ece") < 0.5
@@ -134,7 +139,10 @@ def test_cls_uncertain_policies(tmp_path, policy, expected):
     header = ["image_id", "f"]
     lab = _write_csv(tmp_path / "l.csv", header, [["a", 1], ["b", 0], ["c", ""], ["d", 1], ["e", 0]])
     sco = _write_csv(tmp_path / "s.csv", header, [["a", 0.9], ["b", 0.8], ["c", 0.85], ["d", 0.6], ["e", 0.1]])
-    res = _run("cls", lab, sco, tmp_path / "out", "--set", f"xray.cls.uncertain={policy}")
+    # min_positives=1: this 5-image finding stays in the headline (the default 10 would leave it out)
+    res = _run(
+        "cls", lab, sco, tmp_path / "out", "--set", f"xray.cls.uncertain={policy}", "--set", "xray.cls.min_positives=1"
+    )
     y = {"ignore": [1, 0, 1, 0], "zeros": [1, 0, 0, 1, 0], "ones": [1, 0, 1, 1, 0]}[policy]
     s = {"ignore": [0.9, 0.8, 0.6, 0.1]}.get(policy, [0.9, 0.8, 0.85, 0.6, 0.1])
     assert _agg(res, "xray/cls/auroc") == pytest.approx(expected, abs=1e-12)

@@ -3,7 +3,8 @@
 Exit codes (every failure is one line on stderr, ``trackeval: error: ...``, never a traceback):
 
 * 0: success;
-* 1: ``promote`` / ``pipeline verdict``: the gate failed; ``audit``: an audit failed (results, not errors);
+* 1: ``promote`` / ``pipeline verdict``: the gate failed; ``audit``: an audit failed; ``verify``: an alias does
+  not rest on evidence that passed (results, not errors);
   and an internal error, a bug: ``internal error in trackeval <command>: <Type>: <message> (run with --debug
   for the traceback; please report it)``;
 * 2: bad input: a deliberate :class:`~trackeval.errors.TrackevalError` (names the file, case and field), an

@@ -26,8 +26,10 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from trackeval.errors import InputError
 
 #: Results schema version: the major part changes when a field is removed, renamed or changes meaning; the minor
-#: part when an optional field is added (1.1: ``task`` and ``plots``). Readers accept every 1.x file.
-SCHEMA_VERSION = "1.1"
+#: part when an optional field is added or an interval's method changes (1.1: ``task`` and ``plots``; 1.2:
+#: ``config.bootstrap.cluster`` and ``config.bootstrap.interval``, cluster-bootstrap expanded-percentile CIs).
+#: Readers accept every 1.x file.
+SCHEMA_VERSION = "1.2"
 
 _KEY = re.compile(r"^[a-z0-9_]+(/[a-z0-9_]+)*$")
 
@@ -226,6 +228,15 @@ class BenchmarkResult(_Model):
         """
         task = self.task or str(self.config.get(f"{self.benchmark}_run", {}).get("task", ""))
         return f"{self.benchmark}/{task}" if task else self.benchmark
+
+    @property
+    def resampling(self) -> tuple[Literal["subject_id", "case"], Literal["expanded_percentile", "percentile"]]:
+        """``(bootstrap.cluster, bootstrap.interval)`` behind this result's CIs; a result written before schema
+        1.2 resampled cases with plain percentile intervals."""
+        boot = self.config.get("bootstrap", {})
+        cluster = "subject_id" if boot.get("cluster") == "subject_id" else "case"
+        interval = "expanded_percentile" if boot.get("interval") == "expanded_percentile" else "percentile"
+        return cluster, interval
 
     @field_validator("aggregates")
     @classmethod

@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel
 
@@ -55,6 +55,10 @@ class PrimaryMetric:
     ``protocol``: the config fields (dotted paths into the results' ``config``, e.g. ``umd.labels``) that change
     this metric's per-case values; two results pair when those agree (None: the whole config must agree). When
     the gate config picks another primary metric, the whole config is compared.
+    ``reduction``: how the headline is built from the case records (``item_mean``: mean over items of the item
+    means; ``case_mean``: mean over cases of each case's item mean), which the gate recomputes on every resample
+    and checks against the stored headline. ``best``: the metric's best value (None: 1 when higher is better,
+    else 0), which a side without any value for a group counts as in the gate's group deltas.
     """
 
     metric: str
@@ -63,6 +67,15 @@ class PrimaryMetric:
     group_margin: float = 0.05
     floor: float | None = None
     protocol: tuple[str, ...] | None = None
+    reduction: Literal["item_mean", "case_mean"] = "item_mean"
+    best: float | None = None
+
+    @property
+    def best_value(self) -> float:
+        """``best``, or 1 / 0 by direction."""
+        if self.best is not None:
+            return self.best
+        return 1.0 if self.higher_is_better else 0.0
 
 
 @dataclass(frozen=True)

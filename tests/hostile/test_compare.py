@@ -93,8 +93,9 @@ def test_results_that_do_not_pair(cli, tracked, evaluated, unpairable, tmp_path,
     assert _store_state(client) == before
 
 
-def test_no_paired_case_is_a_pairing_problem(evaluated):
-    """Every case's Dice NaN on one side (e.g. organs absent everywhere): nothing to pair, and the gate fails."""
+def test_headline_its_records_do_not_give_is_a_pairing_problem(evaluated):
+    """Every case's Dice NaN on one side while its headline still says 0.75: the gate compares only numbers that
+    the case records reproduce, so it refuses, naming the key."""
     result, _ = evaluated["champion"]
     cases = [
         c.model_copy(update={"metrics": {i: {**m, "dsc": math.nan} for i, m in c.metrics.items()}})
@@ -102,8 +103,12 @@ def test_no_paired_case_is_a_pairing_problem(evaluated):
     ]
     empty = result.model_copy(update={"cases": cases})
     comp = compare_results(empty, result, "dsc", ("organ",))
-    assert comp.problems == ["no paired cases: no case has a dsc value in both results"] and comp.rows == []
+    assert comp.rows == [] and len(comp.problems) == 1
+    assert (
+        comp.problems[0].startswith("the candidate's umd/dsc = ")
+        and "not what its case records give (nan)" in (comp.problems[0])
+    )
     cfg = gate_data.config()
     decision = decide("seg", "empty", {"umd": empty}, "champion", {"umd": result}, cfg.gate, gate_policies(cfg))
     assert decision.verdict == "fail"
-    assert any(c.name == "pairing" and "no paired cases" in c.detail for c in decision.checks)
+    assert any(c.name == "pairing" and "not what its case records give" in c.detail for c in decision.checks)

@@ -46,6 +46,7 @@ BAD_VALUES = [
     ("xray.ret.ks=[5, 5]", "xray.ret.ks"),
     (f"xray.ret.ks=[{BIG}]", "xray.ret.ks.0"),
     ("xray.cls.ece_bins=1000000000", "xray.cls.ece_bins"),
+    ("xray.cls.min_positives=-1", "xray.cls.min_positives"),
     ("xray.report.cider_sigma=.inf", "xray.report.cider_sigma"),
     (f"xray.seg.labels={{lung: {BIG}}}", "xray.seg.labels.lung"),
     (f"xray.loc.max_dets={HUGE}", "xray.loc.max_dets"),

@@ -53,7 +53,8 @@ def _value(result: dict, key: str) -> float | None:
 
 
 def test_findings_without_a_class_on_the_test_set_are_nan_with_a_warning(cli, tmp_path):
-    res = _cls(cli, tmp_path, LABELS, SCORES)
+    # min_positives=1: Effusion's 3 positives and 3 negatives keep it in the headlines (the default 10 would not)
+    res = _cls(cli, tmp_path, LABELS, SCORES, "--set", "xray.cls.min_positives=1")
     # Effusion, by hand: positives .9 .8 .3 -> threshold .3; negatives .2 .4 .1 -> .4 called: spec 2/3, ppv 3/4
     fpr, tpr, thr = roc_curve(LABELS["Effusion"], SCORES["Effusion"], drop_intermediate=False)
     i = int(np.argmax(tpr >= 0.95))
@@ -64,7 +65,7 @@ def test_findings_without_a_class_on_the_test_set_are_nan_with_a_warning(cli, tm
     for finding, reason in (("hernia", "no positive"), ("mass", "no negative")):
         for metric in ("threshold", "sens", "spec", "ppv"):
             assert _value(res, f"xray/cls/{metric}_at_sens95/by_finding/{finding}") is None, (finding, metric)
-        note = [w for w in res["warnings"] if f"finding {finding.capitalize()!r}" in w]
+        note = [w for w in res["warnings"] if f"finding {finding.capitalize()!r}: no operating point" in w]
         assert len(note) == 1 and reason in note[0] and "the test labels" in note[0]
     assert {c["metrics"]["hernia"]["called_at_sens95"] for c in res["cases"]} == {None}
     # the headlines are the means over the findings that have a point: Effusion's alone

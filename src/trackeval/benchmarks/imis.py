@@ -3,7 +3,8 @@
 Live: ``--model MODULE:FACTORY`` (or an MLflow model URI) is driven through ``imis.max_clicks`` turns per image
 x target x initial prompt type. Offline: ``--predictions LOG.jsonl`` (see :mod:`trackeval.interactive.logs`) is
 verified turn by turn against the protocol, then scored the same way. An image without any log line gets
-status ``missing_prediction`` and the worst values (Dice 0 at every turn, NoC not reached).
+status ``missing_prediction`` and the worst values (Dice 0 at every turn, NoC not reached), and is named in one
+warning line.
 
 Per image x target (records, ``cases.parquet``): ``dice_<prompt>_<turn>``, ``noc_<t>``, ``dice_auc`` (and
 ``iou_point_<turn>`` with ``imis.noc_metric=iou``).
@@ -35,6 +36,8 @@ from pathlib import Path
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from trackeval.benchmarks.missing import check_missing
+from trackeval.benchmarks.summaries import clusters_of
 from trackeval.config import EvalConfig
 from trackeval.config.imis import IMISConfig
 from trackeval.engine.executors import map_cases
@@ -53,7 +56,14 @@ from trackeval.results import (
     sha256_text,
 )
 from trackeval.spec import BenchmarkSpec, PrimaryMetric
-from trackeval.stats.bootstrap import bootstrap_means, group_seed, nanmean_cols, percentiles, weight_blocks
+from trackeval.stats.bootstrap import (
+    bootstrap_means,
+    group_seed,
+    n_clusters,
+    nanmean_cols,
+    percentiles,
+    weight_blocks,
+)
 
 log = logging.getLogger(__name__)
 
@@ -145,15 +155,16 @@ def metric_columns(cfg: IMISConfig, prompt_types: tuple[str, ...]) -> list[tuple
 
 
 def _ratio_ci(
-    sums: np.ndarray, counts: np.ndarray, cfg: EvalConfig, seed: tuple[int, int]
+    sums: np.ndarray, counts: np.ndarray, cfg: EvalConfig, seed: tuple[int, int], clusters: np.ndarray | None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Mask-level means ``sum(sums) / sum(counts)`` per column with a percentile CI over image resamples.
 
     The resamples are :func:`weight_blocks` of the same seed as the image level, so both levels share them.
     """
     b = cfg.bootstrap
-    blocks = [nanmean_cols(w @ sums, w @ counts) for w in weight_blocks(sums.shape[0], b.n_resamples, seed)]
-    low, high = percentiles(np.concatenate(blocks, axis=0), b.confidence)
+    n = sums.shape[0]
+    blocks = [nanmean_cols(w @ sums, w @ counts) for w in weight_blocks(n, b.n_resamples, seed, clusters)]
+    low, high = percentiles(np.concatenate(blocks, axis=0), b.confidence, n_clusters(n, clusters), b.interval)
     return nanmean_cols(sums.sum(axis=0), counts.sum(axis=0)), low, high
 
 
@@ -164,21 +175,24 @@ def _summaries(
     per_image: list[np.ndarray],
     cfg: EvalConfig,
     mask_level: bool,
+    clusters: np.ndarray | None,
 ) -> dict[str, MetricSummary]:
-    """Summaries of every column over the images in ``per_image`` (each a ``(masks, k)`` array)."""
+    """Summaries of every column over the images in ``per_image`` (each a ``(masks, k)`` array; ``clusters``: the
+    images' cluster codes)."""
     seed = group_seed(cfg.bootstrap.seed, "/".join(suffix))
     k = len(cols)
     out = {}
     if mask_level:
         sums = np.array([np.nansum(v, axis=0) for v in per_image]).reshape(-1, k)
         counts = np.array([(~np.isnan(v)).sum(axis=0) for v in per_image], dtype=float).reshape(-1, k)
-        value, low, high = _ratio_ci(sums, counts, cfg, seed)
+        value, low, high = _ratio_ci(sums, counts, cfg, seed, clusters)
         n, n_valid = int(sum(len(v) for v in per_image)), counts.sum(axis=0)
     else:
         with warnings.catch_warnings():  # an image whose targets are all NaN for a column: NaN, excluded
             warnings.simplefilter("ignore", RuntimeWarning)
             means = np.array([np.nanmean(v, axis=0) for v in per_image]).reshape(-1, k)
-        ci = bootstrap_means(means, cfg.bootstrap.n_resamples, seed, cfg.bootstrap.confidence)
+        b = cfg.bootstrap
+        ci = bootstrap_means(means, b.n_resamples, seed, b.confidence, clusters, b.interval)
         value, low, high, n, n_valid = ci.value, ci.low, ci.high, len(per_image), ci.n_valid
     for j, (tokens, _) in enumerate(cols):
         out[metric_key(prefix, *tokens, *suffix)] = MetricSummary(
@@ -202,16 +216,22 @@ def aggregate(records: list[CaseRecord], cfg: EvalConfig, prompt_types: tuple[st
         return np.array(vals, dtype=float).reshape(len(items), len(names))
 
     usable = [r for r in records if r.metrics]
+
+    def clusters(subset: list[CaseRecord]) -> np.ndarray | None:
+        return clusters_of(subset, cfg.bootstrap)
+
     out: dict[str, MetricSummary] = {}
     for level, prefix in ((False, NAME), (True, metric_key(NAME, "mask_level"))):
-        out.update(_summaries(prefix, (), cols, [rows(r) for r in usable], cfg, level))
+        out.update(_summaries(prefix, (), cols, [rows(r) for r in usable], cfg, level, clusters(usable)))
         for dim in ("modality", "region"):
             for value in sorted({r.groups[dim] for r in usable}):
-                subset = [rows(r) for r in usable if r.groups[dim] == value]
-                out.update(_summaries(prefix, (f"by_{dim}", value), cols, subset, cfg, level))
+                subset = [r for r in usable if r.groups[dim] == value]
+                sub_rows = [rows(r) for r in subset]
+                out.update(_summaries(prefix, (f"by_{dim}", value), cols, sub_rows, cfg, level, clusters(subset)))
     for target in sorted({t for r in usable for t in r.metrics}):
-        subset = [rows(r, target) for r in usable if target in r.metrics]
-        out.update(_summaries(NAME, ("by_target", target), cols, subset, cfg, False))
+        subset = [r for r in usable if target in r.metrics]
+        sub_rows = [rows(r, target) for r in subset]
+        out.update(_summaries(NAME, ("by_target", target), cols, sub_rows, cfg, False, clusters(subset)))
     return out
 
 
@@ -265,6 +285,15 @@ def evaluate(
                 case_id=unknown[0],
                 field="case_id",
             )
+        ids = [c.case_id for c in cases]
+        notes += check_missing(
+            ids,
+            [i for i in ids if i not in ilog.by_case],
+            predictions=log_path,
+            expected_name=str,
+            expected_kind="case ids",
+            other_kind="case id",
+        )
         if icfg.seed != ilog.seed:
             notes.append(
                 f"the log was made with seed {ilog.seed} (imis.seed is {icfg.seed}); verified with {ilog.seed}"
@@ -361,6 +390,7 @@ SPEC = BenchmarkSpec(
         margin=0.01,
         group_margin=0.05,
         floor=0.5,
+        reduction="case_mean",  # image level: the mean over images of each image's mean over its targets
         protocol=tuple(
             f"imis.{f}"
             for f in (

@@ -24,7 +24,9 @@ Validation (an :class:`InputError` naming the file, the line and the field): unk
 in the region's test split, a retrieved volume that is not in the region's index, a list retrieving its own
 query, the same volume twice in one list, ranks that are not ``1..n``. Not errors, but counted and reported:
 a list shorter than the deepest cut-off (padded with non-relevant items), a test query without any ranking
-(status ``missing_prediction``, every metric 0), rows of a region left out by ``mir3d.regions``. Leakage audit:
+(status ``missing_prediction``, every metric 0, named in one warning line; counted as ``n_missing_queries`` and
+``n_missing_predictions``), rows of a region left out by ``mir3d.regions``. No ranking for any query is an error
+naming the predictions file. Leakage audit:
 volumes that are both index and query of one region are listed in ``warnings``.
 
 Scoring is one vectorised pass per region (no per-case files to read), so it runs in-process.
@@ -39,6 +41,8 @@ from pathlib import Path
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from trackeval.benchmarks.missing import check_missing
+from trackeval.benchmarks.summaries import clusters_of
 from trackeval.config import EvalConfig, Mir3dConfig
 from trackeval.config.base import KEY_TOKEN
 from trackeval.errors import ConfigError, InputError
@@ -341,9 +345,10 @@ def aggregate(records: list[CaseRecord], regions: list[str], cfg: EvalConfig) ->
         values[i, col[region]] = [rec.metrics[region][name] for name in names]
     b = cfg.bootstrap
     seed = group_seed(b.seed, NAME)
+    clusters = clusters_of(records, b)
     out: dict[str, MetricSummary] = {}
     for m, name in enumerate(names):
-        ci = bootstrap_means(values[:, :, m], b.n_resamples, seed, b.confidence)
+        ci = bootstrap_means(values[:, :, m], b.n_resamples, seed, b.confidence, clusters, b.interval)
         key = metric_key(NAME, *name.split("/"))
         n = len(records)
         out[key] = MetricSummary(value=ci.overall, ci95_low=ci.overall_low, ci95_high=ci.overall_high, n=n, n_valid=n)
@@ -370,15 +375,23 @@ def evaluate(gt_dir: Path, predictions: Path, cfg: EvalConfig, model: dict[str, 
     truth = load_ground_truth(gt_dir, mcfg.regions)
     known = set(find_regions(gt_dir))
     lists, skipped = load_rankings(predictions, truth, known)
+    queries = [(t.region, q) for t in truth.values() for q in t.queries]
+    missing_note = check_missing(
+        [f"{r}/{q}" for r, q in queries],
+        [f"{r}/{q}" for r, q in queries if (r, q) not in lists],
+        predictions=predictions,
+        expected_name=str,
+        expected_kind="queries",
+        other_kind="row",
+        found=f"found {skipped} row(s) of regions not selected by mir3d.regions" if skipped else "",
+    )
     records: list[CaseRecord] = []
     for t in truth.values():
         records += _records(t, score_region(t, lists, mcfg), lists, mcfg.depth)
     regions = list(truth)
     missing = [r.case_id for r in records if r.status == "missing_prediction"]
     n_short = sum(1 for rl in lists.values() if len(rl.positions) < mcfg.depth)
-    notes = _audit_warnings(truth)
-    if missing:
-        notes.append(f"{len(missing)} quer(ies) without a ranking scored 0: {', '.join(missing[:10])}")
+    notes = _audit_warnings(truth) + missing_note
     if n_short:
         notes.append(f"{n_short} ranked list(s) with fewer than {mcfg.depth} results padded as non-relevant")
     if skipped:
@@ -392,6 +405,7 @@ def evaluate(gt_dir: Path, predictions: Path, cfg: EvalConfig, model: dict[str, 
         "n_regions": len(regions),
         "n_queries": len(records),
         "n_missing_queries": len(missing),
+        "n_missing_predictions": len(missing),
         "n_short_lists": n_short,
         "n_rows_ignored": skipped,
         "audit/n_query_index_overlap": sum(len(t.overlap) for t in truth.values()),

@@ -1,14 +1,23 @@
-"""Aggregate summaries shared by the benchmark adapters: means with case-level bootstrap CIs."""
+"""Aggregate summaries shared by the benchmark adapters: means with cluster-bootstrap CIs."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 
 from trackeval.config.base import BootstrapConfig
-from trackeval.results import MetricSummary, metric_key
-from trackeval.stats.bootstrap import bootstrap_means, group_seed
+from trackeval.results import CaseRecord, MetricSummary, metric_key
+from trackeval.stats.bootstrap import bootstrap_means, cluster_codes, group_seed
+
+
+def clusters_of(rows: Sequence[CaseRecord | str], boot: BootstrapConfig) -> np.ndarray | None:
+    """The resampling cluster of each row (a case record, or its subject id) under ``bootstrap.cluster``:
+    subject codes, or None (every case its own cluster)."""
+    if boot.cluster == "case":
+        return None
+    return cluster_codes([r if isinstance(r, str) else r.subject_id for r in rows])
 
 
 def summary(value: float, n: int, n_valid: int, low: float = math.nan, high: float = math.nan) -> MetricSummary:
@@ -23,14 +32,23 @@ def summary(value: float, n: int, n_valid: int, low: float = math.nan, high: flo
 
 
 def mean_summaries(
-    prefix: str, values: np.ndarray, items: list[str], dim: str, boot: BootstrapConfig, group: str
+    prefix: str,
+    values: np.ndarray,
+    items: list[str],
+    dim: str,
+    boot: BootstrapConfig,
+    group: str,
+    clusters: np.ndarray | None,
 ) -> dict[str, MetricSummary]:
     """Headline (mean over items of the per-item means) and ``prefix/by_<dim>/<item>`` summaries.
 
-    ``values``: ``(n_cases, n_items)``, NaN = not applicable. CIs: case-level bootstrap, every item mean of a
-    resample recomputed from the same resampled cases.
+    ``values``: ``(n_cases, n_items)``, NaN = not applicable; ``clusters``: each row's cluster code
+    (:func:`clusters_of`). CIs: cluster bootstrap, every item mean of a resample recomputed from the same
+    resampled clusters.
     """
-    ci = bootstrap_means(values, boot.n_resamples, group_seed(boot.seed, group), boot.confidence)
+    ci = bootstrap_means(
+        values, boot.n_resamples, group_seed(boot.seed, group), boot.confidence, clusters, boot.interval
+    )
     n = values.shape[0]
     valid_rows = int((~np.isnan(values)).any(axis=1).sum()) if values.size else 0
     out = {prefix: summary(ci.overall, n, valid_rows, ci.overall_low, ci.overall_high)}
@@ -41,8 +59,8 @@ def mean_summaries(
     return out
 
 
-def column_summary(values: np.ndarray, boot: BootstrapConfig, group: str) -> MetricSummary:
-    """Mean of per-case ``values`` (NaN = not applicable) with its case-level bootstrap CI."""
+def column_summary(values: np.ndarray, boot: BootstrapConfig, group: str, clusters: np.ndarray | None) -> MetricSummary:
+    """Mean of per-case ``values`` (NaN = not applicable) with its cluster-bootstrap CI."""
     v = np.asarray(values, dtype=np.float64).reshape(-1, 1)
-    ci = bootstrap_means(v, boot.n_resamples, group_seed(boot.seed, group), boot.confidence)
+    ci = bootstrap_means(v, boot.n_resamples, group_seed(boot.seed, group), boot.confidence, clusters, boot.interval)
     return summary(float(ci.value[0]), v.shape[0], int(ci.n_valid[0]), float(ci.low[0]), float(ci.high[0]))

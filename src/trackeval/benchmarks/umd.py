@@ -2,9 +2,12 @@
 
 Inputs: ``GT_DIR/manifest.csv`` (``case_id,subject_id,modality`` + optional ``site``, ``scanner`` and free
 group columns; modality in {ct, mri, pet}), ``GT_DIR/<case_id>.nii.gz`` and ``PRED_DIR/<case_id>.nii.gz``
-integer label maps on the same grid. Per case x organ: dsc (primary), nsd@tolerance, hd95 (+ iou, hd, assd
-in the per-case records); ``umd.metrics`` selects a subset (``[dsc, iou]``: no surface distances), the keys of
-the others are then absent from the records and the aggregates.
+integer label maps on the same grid (``<case_id>.nii`` is read as well; both files for one case is an error).
+A case without a prediction is counted and named in one warning line (``umd.missing_prediction``: ``worst``,
+``exclude`` or ``error``); no prediction matching any case is an error naming the folder. Per case x organ:
+dsc (primary), nsd@tolerance, hd95 (+ iou, hd, assd in the per-case records); ``umd.metrics`` selects a subset
+(``[dsc, iou]``: no surface distances), the keys of the others are then absent from the records and the
+aggregates.
 
 Aggregates (metric m in dsc, nsd, hd95): ``umd/m`` = mean over organs of the per-organ means (nnU-Net
 ``foreground_mean``), ``umd/m/by_organ/<organ>``, ``umd/m/by_modality/<mod>`` and
@@ -26,8 +29,9 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from trackeval.audit.leakage import AuditFinding, audit_against_training
+from trackeval.benchmarks.missing import check_missing
 from trackeval.benchmarks.segmentation import SEG_METRICS, present_labels, score_segmentation
-from trackeval.benchmarks.summaries import mean_summaries
+from trackeval.benchmarks.summaries import clusters_of, mean_summaries
 from trackeval.config import EvalConfig, UMDConfig
 from trackeval.engine.cache import CaseCache, cache_key
 from trackeval.engine.executors import case_threads, map_cases
@@ -56,6 +60,8 @@ NAME = "umd"
 MODALITIES = ("ct", "mri", "pet")
 AGG_METRICS = ("dsc", "nsd", "hd95")
 SUFFIX = ".nii.gz"
+#: the label-map file names read for a case: ``<case_id>`` + one of these (both present is an error)
+SUFFIXES = (SUFFIX, ".nii")
 
 
 @dataclass(frozen=True)
@@ -85,13 +91,33 @@ class _Scored:
     pred_digest: str
 
 
+def _case_file(folder: Path, case_id: str, role: str) -> Path | None:
+    """``folder/<case_id>.nii.gz`` or ``folder/<case_id>.nii``, whichever exists (None: neither).
+
+    Raises :class:`InputError` when both exist (naming both: which one is the prediction is not a guess to
+    make), or when the name exists but is not a regular file (a folder or FIFO is never "no file").
+    """
+    found = [resolve_inside(folder, case_id + s, case_id=case_id) for s in SUFFIXES]
+    found = [p for p in found if p.exists()]
+    if len(found) > 1:
+        raise InputError(
+            f"two label maps for one case: {found[0].name} and {found[1].name} (keep one)",
+            file=str(found[0]),
+            case_id=case_id,
+        )
+    if found and not found[0].is_file():
+        raise InputError(f"the {role} is not a regular file", file=str(found[0]), case_id=case_id)
+    return found[0] if found else None
+
+
 def load_cases(gt_dir: Path, pred_dir: Path) -> tuple[list[UMDCase], list[str], str]:
     """Validate the manifest and the folders; return cases, extra prediction file names, manifest sha256.
 
-    Raises :class:`InputError` for a missing/empty manifest, a missing column, an unknown modality,
-    duplicate or unsafe case ids, a missing truth file or a path escaping the data root. A missing
-    prediction is not an error (the case gets status ``missing_prediction``); a prediction without a
-    manifest row is a warning.
+    Label maps are ``<case_id>.nii.gz`` or ``<case_id>.nii`` (:func:`_case_file`). Raises :class:`InputError` for
+    a missing/empty manifest, a missing column, an unknown modality, duplicate or unsafe case ids, a missing
+    truth file, two files for one case or a path escaping the data root. A missing prediction is not an error
+    here (the case gets status ``missing_prediction``; :func:`evaluate` applies the policy); a prediction
+    without a manifest row is a warning.
     """
     manifest = gt_dir / "manifest.csv"
     if not gt_dir.is_dir():
@@ -119,25 +145,19 @@ def load_cases(gt_dir: Path, pred_dir: Path) -> tuple[list[UMDCase], list[str], 
         groups = {k: v for k, v in row.items() if k not in ("case_id", "subject_id", "modality", "image") and v}
         check_group_columns(groups, item_kind="organ", metrics=SEG_METRICS, file=str(manifest), case_id=case_id)
         image = resolve_inside(gt_dir, row["image"], case_id=case_id) if row.get("image") else None
-        truth = resolve_inside(gt_dir, case_id + SUFFIX, case_id=case_id)
-        if not truth.is_file():
-            raise InputError("ground-truth label map not found", file=str(truth), case_id=case_id)
-        pred = resolve_inside(pred_dir, case_id + SUFFIX, case_id=case_id)
-        if pred.exists() and not pred.is_file():  # a folder or FIFO is not "no prediction": never score it as such
-            raise InputError("the prediction is not a regular file", file=str(pred), case_id=case_id)
-        cases.append(
-            UMDCase(
-                case_id,
-                row["subject_id"],
-                modality,
-                {"modality": modality, **groups},
-                truth,
-                pred if pred.is_file() else None,
-                image,
-            )
-        )
-    extra = sorted(p.name for p in pred_dir.glob("*" + SUFFIX) if p.name[: -len(SUFFIX)] not in seen)
+        truth = _case_file(gt_dir, case_id, "ground-truth label map")
+        if truth is None:
+            raise InputError("ground-truth label map not found", file=str(gt_dir / (case_id + SUFFIX)), case_id=case_id)
+        pred = _case_file(pred_dir, case_id, "prediction")  # a folder or FIFO is not "no prediction": an error
+        groups = {"modality": modality, **groups}
+        cases.append(UMDCase(case_id, row["subject_id"], modality, groups, truth, pred, image))
+    extra = sorted(p.name for p in pred_dir.iterdir() if _label_map_id(p.name) not in (None, *seen))
     return cases, extra, sha256_files(manifest)
+
+
+def _label_map_id(name: str) -> str | None:
+    """The case id of a label-map file name (``.nii.gz`` / ``.nii``), None for any other name."""
+    return next((name[: -len(s)] for s in SUFFIXES if name.endswith(s)), None)
 
 
 def audit_cases(cases: list[UMDCase], cfg: UMDConfig) -> list[AuditFinding]:
@@ -221,7 +241,8 @@ def _organ_metrics(
 
 
 def _paired_gap(records: list[CaseRecord], organs: list[str], a: str, b: str) -> np.ndarray:
-    """(subjects with both modalities x organs) matrix of dsc(a) - dsc(b); NaN where either is NaN."""
+    """(subjects with both modalities x organs) matrix of dsc(a) - dsc(b); NaN where either is NaN. One row per
+    subject, so the gap's bootstrap resamples subjects whatever ``bootstrap.cluster``."""
     dsc = item_matrix(records, organs, "dsc")
     per: dict[str, dict[str, list[np.ndarray]]] = {}
     for r, row in zip(records, dsc, strict=True):
@@ -241,9 +262,10 @@ def aggregate(records: list[CaseRecord], cfg: EvalConfig) -> dict[str, MetricSum
     organs = list(cfg.umd.labels)
     modalities = [m for m in MODALITIES if any(r.groups["modality"] == m for r in records)]
     out: dict[str, MetricSummary] = {}
+    clusters = clusters_of(records, cfg.bootstrap)
     for metric in (m for m in AGG_METRICS if m in cfg.umd.metrics):
         values = item_matrix(records, organs, metric)
-        out.update(mean_summaries(metric_key(NAME, metric), values, organs, "organ", cfg.bootstrap, "all"))
+        out.update(mean_summaries(metric_key(NAME, metric), values, organs, "organ", cfg.bootstrap, "all", clusters))
         for mod in modalities:
             rows = [i for i, r in enumerate(records) if r.groups["modality"] == mod]
             out.update(
@@ -254,20 +276,33 @@ def aggregate(records: list[CaseRecord], cfg: EvalConfig) -> dict[str, MetricSum
                     "organ",
                     cfg.bootstrap,
                     f"modality={mod}",
+                    None if clusters is None else clusters[rows],
                 )
             )
     for a, b in cfg.umd.modality_pairs:
         gap = _paired_gap(records, organs, a, b)
         if len(gap):
             key = metric_key(NAME, "dsc_gap", f"{a}_vs_{b}")
-            out.update(mean_summaries(key, gap, organs, "organ", cfg.bootstrap, f"gap={a}_vs_{b}"))
+            out.update(mean_summaries(key, gap, organs, "organ", cfg.bootstrap, f"gap={a}_vs_{b}", None))
     return out
 
 
 def evaluate(gt_dir: Path, pred_dir: Path, cfg: EvalConfig, model: dict[str, str] | None = None) -> BenchmarkResult:
     """Run the UMD benchmark end to end and return the results object (no files written)."""
     cases, extra, manifest_digest = load_cases(gt_dir, pred_dir)
-    notes = [f"{len(extra)} prediction(s) without a manifest row ignored: {', '.join(extra[:10])}"] if extra else []
+    matched = {c.pred_path.name for c in cases if c.pred_path is not None}
+    notes = check_missing(
+        [c.case_id for c in cases],
+        [c.case_id for c in cases if c.pred_path is None],
+        predictions=pred_dir,
+        expected_name=lambda case_id: case_id + SUFFIX,
+        others=sorted(p.name for p in pred_dir.iterdir() if p.name not in matched),
+        accepted=" (or .nii)",
+        policy=cfg.umd.missing_prediction,
+        policy_field="umd.missing_prediction",
+    )
+    if extra:
+        notes.append(f"{len(extra)} prediction(s) without a manifest row ignored: {', '.join(extra[:10])}")
     audits = audit_cases(cases, cfg.umd)
     notes += [a.note for a in audits if a.count]
     for note in notes:
@@ -302,8 +337,8 @@ class UMDInputs(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    ground_truth: Path = Field(description="folder with manifest.csv and <case_id>.nii.gz")
-    predictions: Path = Field(description="folder with <case_id>.nii.gz predictions")
+    ground_truth: Path = Field(description="folder with manifest.csv and <case_id>.nii.gz (or .nii)")
+    predictions: Path = Field(description="folder with <case_id>.nii.gz (or .nii) predictions")
 
 
 def _evaluate(inputs: UMDInputs, cfg: EvalConfig, model: dict[str, str]) -> BenchmarkResult:

@@ -3,7 +3,7 @@
 =======  =============================================  =========================================
 task     ``--ground-truth`` / ``--predictions``          keys (``xray/<task>/...``)
 =======  =============================================  =========================================
-cls      labels.csv / scores.csv (+ ``--validation``)   auroc (+ by_finding), spec/sens/ppv_at_sens95, ece
+cls      labels.csv / scores.csv (+ ``--validation``)   auroc (+ by_finding), spec/sens/ppv_at_sens95, ece(_reference)
 seg      label-map folders (+ ``--label-names``)        dsc, miou (+ by_class)
 ret      labels.csv / rankings.csv                      p_at_<k>
 loc      COCO ground truth / COCO results               map_50 (+ by_category), miou
@@ -124,7 +124,7 @@ SPECS: tuple[BenchmarkSpec, ...] = (
             PlotSpec(metric="ece", dimension="finding", kind="reliability", title="Reliability diagram"),
             PlotSpec(metric="auroc", dimension="finding", title="AUROC by finding"),
         ),
-        ("auroc", "spec_at_sens95", "ece"),
+        ("auroc", "spec_at_sens95", "ece", "ece_reference"),
     ),
     _unit(
         "seg",

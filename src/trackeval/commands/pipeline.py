@@ -44,7 +44,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     stages = pipe.add_subparsers(dest="stage", required=True)
     for stage in (*STAGES, VERDICT):
         helps = {VERDICT: "print the gate verdicts and @champion as the MLflow registry holds them (exit 1 when "
-                 "work/gate/verdict.json disagrees)"}  # fmt: skip
+                 "work/gate/verdict.json disagrees or an alias fails `trackeval verify`)"}  # fmt: skip
         p = stages.add_parser(stage, help=helps.get(stage, f"the {stage} stage"))
         p.add_argument("--params", type=Path, default=Path("params.yaml"), help="params.yaml (default)")
         p.add_argument("--data", type=Path, default=Path("data"), help="raw data folder (default: data)")
@@ -86,7 +86,8 @@ def run_pipeline(args: argparse.Namespace) -> int:
 
 
 def _verdict(layout: Layout, cfg: EvalConfig, params: PipelineParams) -> int:
-    """Print the registry's view; 1 when ``verdict.json`` says otherwise (the pipeline and registry disagree)."""
+    """Print the registry's view; 1 when ``verdict.json`` says otherwise (the pipeline and registry disagree) or
+    an alias does not rest on evidence that passed the gate (``trackeval verify``, one line per problem)."""
     import json
 
     from trackeval.pipeline import stages
@@ -99,6 +100,9 @@ def _verdict(layout: Layout, cfg: EvalConfig, params: PipelineParams) -> int:
             # the tag joins "<unit>: <check>: <detail>" reasons with "; " (details may contain "; " too)
             print("".join(f"  - {r}\n" for r in re.split(r"; (?=[a-z0-9_/*]+: [a-z_]+: )", reason) if r), end="")
     print(f"{name}@champion (registry): {champion or 'none'}")
+    problems = stages.registry_problems(cfg, params)  # what `trackeval verify --model NAME` prints
+    for line in problems:
+        print(line)
     try:
         recorded = json.loads(layout.verdict.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -108,6 +112,13 @@ def _verdict(layout: Layout, cfg: EvalConfig, params: PipelineParams) -> int:
         print(
             f"{layout.verdict} says champion {recorded.get('champion')}, the registry {champion}: "
             "re-run `dvc repro` (the gate stage reconciles them)",
+            file=sys.stderr,
+        )
+        return 1
+    if problems:
+        print(
+            f"{len(problems)} alias(es) of {name} do not rest on evidence that passed the gate: re-run `dvc repro` "
+            "(the gate stage reconciles them)",
             file=sys.stderr,
         )
         return 1

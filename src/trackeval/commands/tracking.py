@@ -1,6 +1,8 @@
-"""``trackeval track``, ``trackeval promote`` and ``trackeval compare`` (wired into :mod:`trackeval.cli`).
+"""``trackeval track``, ``trackeval promote``, ``trackeval compare`` and ``trackeval verify`` (wired into
+:mod:`trackeval.cli`).
 
-Exit codes: ``track`` / ``compare`` 0 on success; ``promote`` 0 pass, 1 fail (also with ``--dry-run``); any
+Exit codes: ``track`` / ``compare`` 0 on success; ``promote`` 0 pass, 1 fail (also with ``--dry-run``); ``verify``
+0 when every alias rests on evidence that passed, 1 with one line per problem; any
 ``TrackevalError`` 2, among them ``compare`` asked for something it cannot pair (a missing version, no common
 unit, results of other data or protocol, no paired case: the units that did pair are still printed).
 
@@ -43,7 +45,7 @@ def _config_options(p: argparse.ArgumentParser) -> None:
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
-    """Add the ``track``, ``promote`` and ``compare`` subcommands."""
+    """Add the ``track``, ``promote``, ``compare`` and ``verify`` subcommands."""
     tr = sub.add_parser("track", help="log results folders to MLflow (idempotent; retried; safe to re-run)")
     tr.add_argument("results", type=Path, nargs="+", metavar="RESULTS_DIR", help="folders holding results.json")
     tr.add_argument("--model-name", default="", help="model name (overrides results.json)")
@@ -51,8 +53,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     tr.add_argument(
         "--replace",
         action="store_true",
-        help="allow pointing a model version at an evaluation on other ground truth than the one it has "
-        "(the previous evaluation run is kept)",
+        help="allow pointing a model version at other results than the ones it has (other ground truth or "
+        "another results.json digest): the previous evaluation run is kept, every alias that rested on the old "
+        "evidence is withdrawn and the version becomes @challenger, to be gated again",
     )
     _config_options(tr)
     pr = sub.add_parser("promote", help="gate a model version against @champion (exit 0 pass, 1 fail, 2 error)")
@@ -92,6 +95,13 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     )
     cmp.add_argument("--html", type=Path, help="also write a self-contained HTML report")
     _config_options(cmp)
+    ve = sub.add_parser(
+        "verify",
+        help="check that @champion and @previous rest on recorded passing decisions whose evidence still holds "
+        "(exit 0 all hold, 1 one line per problem, 2 bad input)",
+    )
+    ve.add_argument("--model", required=True, help="registered model name")
+    _config_options(ve)
 
 
 def _cfg(args: argparse.Namespace) -> EvalConfig:
@@ -101,17 +111,26 @@ def _cfg(args: argparse.Namespace) -> EvalConfig:
 
 
 def run_track(args: argparse.Namespace) -> int:
+    from trackeval.report.console import missing_line
     from trackeval.tracking.client import Mlflow, tracking_uri
     from trackeval.tracking.track import track_results
 
     cfg = _cfg(args)
     model = {k: v for k, v in (("name", args.model_name), ("version", args.model_version)) if v}
     console = Console(stderr=True)
+    shown: set[str] = set()
     for t in track_results(list(args.results), cfg.tracking, model or None, replace=args.replace):
         state = "logged" if t.logged else "already tracked"
         repaired = f"; completed now: {', '.join(t.repaired)}" if t.repaired else ""
         line = f"{t.folder}: {t.unit} {t.model} {state} as run {t.run_id}{repaired}"
         console.print(line, highlight=False, soft_wrap=True, markup=False)
+        if t.n_missing_predictions:
+            warn = "warning: " + missing_line(t.unit, t.model, t.n_missing_predictions)
+            console.print(warn, highlight=False, soft_wrap=True, markup=False)
+        for moved in t.aliases:
+            if moved not in shown:  # one line per alias, not per folder of the version
+                shown.add(moved)
+                console.print(f"{t.model}: {moved}", highlight=False, soft_wrap=True, markup=False)
     console.print(f"tracking URI: {tracking_uri(cfg.tracking)}", highlight=False, soft_wrap=True)
     console.print(f"MLflow UI: {Mlflow(cfg.tracking).ui_url()}", highlight=False, soft_wrap=True)
     return 0
@@ -169,7 +188,7 @@ def dry_run(
 
 def run_promote(args: argparse.Namespace) -> int:
     from trackeval.api import gate_policies
-    from trackeval.report.comparison import decision_markdown, print_decision
+    from trackeval.report.comparison import decision_markdown, missing_markdown, print_decision
     from trackeval.tracking.client import Mlflow
     from trackeval.tracking.model_registry import promote
 
@@ -197,13 +216,31 @@ def run_promote(args: argparse.Namespace) -> int:
     else:
         decision, run_id = promote(ml, args.model, args.candidate, cfg.gate, gate_policies(cfg))
         note, status = f"_Decision recorded in MLflow run `{run_id}`._", f"decision recorded in run {run_id}"
-    print_decision(decision, console)
+    missing_lines = _decision_missing(ml, args.model, decision, baseline)
+    print_decision(decision, console, missing=missing_lines)
     err.print(status, highlight=False, soft_wrap=True)
     if args.summary:
         text = decision_markdown(decision, baseline=baseline).rstrip("\n") + "\n\n" + note
+        if missing_lines:
+            text += "\n\n" + missing_markdown(missing_lines)
         for path in args.summary:
             append_markdown(path, text)
     return 0 if decision.verdict == "pass" else 1
+
+
+def _decision_missing(ml: Mlflow, name: str, decision: Decision, baseline: str) -> list[str]:
+    """A :func:`~trackeval.report.console.missing_line` per unit of the decision's candidate and baseline whose
+    tracked evaluation has missing predictions (display only: the gate's decision does not read this)."""
+    from trackeval.report.console import missing_line
+    from trackeval.tracking.missing import version_missing
+    from trackeval.tracking.model_registry import resolve_version
+
+    out = []
+    for role, label in (("candidate", decision.candidate), (baseline, decision.champion)):
+        if label is not None:
+            for unit, n in version_missing(ml, resolve_version(ml, name, label)).items():
+                out.append(missing_line(unit, f"{role} {label}", n))
+    return out
 
 
 def _explain(ml: Mlflow, decision_run: str) -> int:
@@ -231,7 +268,13 @@ def _explain(ml: Mlflow, decision_run: str) -> int:
 def run_compare(args: argparse.Namespace) -> int:
     from trackeval.api import gate_policies
     from trackeval.io.atomic import atomic_path
-    from trackeval.report.comparison import comparison_markdown, print_comparisons
+    from trackeval.report.comparison import (
+        comparison_markdown,
+        missing_markdown,
+        missing_prediction_lines,
+        print_comparisons,
+        print_missing,
+    )
     from trackeval.report.html import comparison_report
     from trackeval.tracking.client import Mlflow
     from trackeval.tracking.model_registry import compare_refs
@@ -239,12 +282,20 @@ def run_compare(args: argparse.Namespace) -> int:
     cfg = _cfg(args)
     comparisons, pairs = compare_refs(Mlflow(cfg.tracking), args.a, args.b, cfg.gate, gate_policies(cfg))
     to_stdout = _is_stdout(args.markdown)
-    print_comparisons(comparisons, Console(width=140, stderr=to_stdout))
+    console = Console(width=140, stderr=to_stdout)
+    print_comparisons(comparisons, console)
+    missing = missing_prediction_lines(comparisons, pairs)
+    print_missing(missing, console)
+
+    def markdown() -> str:
+        text = comparison_markdown(comparisons).rstrip("\n") + "\n"
+        return text + "\n" + missing_markdown(missing) if missing else text
+
     if to_stdout:
-        sys.stdout.write(comparison_markdown(comparisons).rstrip("\n") + "\n")
+        sys.stdout.write(markdown())
         sys.stdout.flush()
     texts = {
-        None if to_stdout else args.markdown: lambda: comparison_markdown(comparisons),
+        None if to_stdout else args.markdown: markdown,
         args.html: lambda: comparison_report(comparisons, overlays=pairs),  # both versions on the same axes
     }
     for path, text in texts.items():
@@ -271,8 +322,32 @@ def _require_paired(a: str, b: str, comparisons: list[BenchmarkComparison]) -> N
         )
 
 
+def run_verify(args: argparse.Namespace) -> int:
+    """``trackeval verify --model NAME``: one line per alias; problems on standard output (exit 1), the aliases
+    that hold on standard error (exit 0 when all do)."""
+    from trackeval.tracking.client import Mlflow
+    from trackeval.tracking.model_registry import verify_aliases
+
+    cfg = _cfg(args)
+    statuses = verify_aliases(Mlflow(cfg.tracking), args.model)
+    err = Console(stderr=True)
+    for status in statuses:
+        if status.problem:
+            sys.stdout.write(status.line() + "\n")
+        else:
+            err.print(status.line(), highlight=False, soft_wrap=True, markup=False)
+    sys.stdout.flush()
+    problems = sum(1 for s in statuses if s.problem)
+    if not statuses:
+        err.print(f"{args.model} has no @champion, @previous or @challenger: nothing to verify", highlight=False)
+    elif not problems:
+        err.print(f"{args.model}: every alias rests on evidence that passed the gate", highlight=False)
+    return 1 if problems else 0
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "track": run_track,
     "promote": run_promote,
     "compare": run_compare,
+    "verify": run_verify,
 }

@@ -55,11 +55,20 @@ class Section(BaseModel):
 
 
 class BootstrapConfig(Section):
-    """Case-level (patient-level) percentile bootstrap for every aggregate mean."""
+    """The bootstrap behind every aggregate's CI (and the gate's paired deltas, which resample the same unit).
+
+    ``cluster``: the resampling unit: ``subject_id`` draws a subject's cases together (UMD's PET and CT scans of
+    one subject; every other format's case records carry their patient or study id there, else the case id), ``case``
+    draws cases independently. ``interval``: ``expanded_percentile`` (default; small-sample corrected, see
+    :mod:`trackeval.stats.bootstrap`) or the plain ``percentile`` interval. Both are recorded in results.json, and
+    two results pair in the gate only when they agree.
+    """
 
     n_resamples: Resamples = 1000
     seed: Seed = 0
     confidence: FiniteFloat = Field(0.95, gt=0.0, lt=1.0)
+    cluster: Literal["subject_id", "case"] = "subject_id"
+    interval: Literal["expanded_percentile", "percentile"] = "expanded_percentile"
 
 
 class EngineConfig(Section):

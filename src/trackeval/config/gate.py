@@ -66,7 +66,8 @@ class GateConfig(Section):
     ``multiplicity``); ``noninferiority`` requires every group to be shown non-inferior (``delta > -margin``
     at level ``alpha``; an intersection-union test, which needs no multiplicity adjustment).
     ``superiority``: also require the lower bound > 0. ``floors``: absolute floors of the primary metric (its
-    ``floor_statistic``: point estimate or CI low) for a first version without champion and for units the
+    ``floor_statistic``: ``ci95_low``, the conservative end of the CI (the upper end for a lower-is-better
+    metric; default), or the point estimate ``value``) for a first version without champion and for units the
     champion was never evaluated on. ``require_audits``: leakage audits must pass.
     """
 
@@ -80,7 +81,7 @@ class GateConfig(Section):
     confidence: FiniteFloat = Field(0.95, gt=0.0, lt=1.0)
     superiority: dict[str, bool] = Field(default_factory=dict)
     floors: dict[str, FiniteFloat] = Field(default_factory=dict)
-    floor_statistic: Literal["value", "ci95_low"] = "value"
+    floor_statistic: Literal["value", "ci95_low"] = "ci95_low"
     require_audits: bool = True
     n_resamples: Resamples = 2000
     seed: Seed = 0

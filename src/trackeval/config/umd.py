@@ -36,7 +36,9 @@ class UMDConfig(Section):
     ``hd_empty_penalty``: HD95 when exactly one of prediction/truth is empty for an organ: ``"diagonal"``
     (the diagonal of the image extent in mm, the largest distance possible in the volume) or a number of mm.
     ``missing_prediction``: ``worst`` scores a missing file as an all-background prediction (Dice 0, NSD 0,
-    HD95 penalty on organs present in truth); ``exclude`` leaves its values NaN. Either way it is counted.
+    HD95 penalty on organs present in truth); ``exclude`` leaves its values NaN; either way it is counted and
+    named in one warning line. ``error``: any missing file is an error naming the case and the file expected.
+    No prediction matching any case is an error whatever the policy.
     ``empty_both``: an organ absent from both truth and prediction is ``nan`` (not applicable, excluded
     from means and from ``n_valid``; default, nnU-Net) or ``perfect`` (Dice/IoU/NSD 1, distances 0 mm,
     counted, MONAI ``ignore_empty=False`` style).
@@ -57,7 +59,7 @@ class UMDConfig(Section):
     nsd_tolerance_mm: FiniteFloat = Field(1.0, ge=0.0)
     hd_percentile: FiniteFloat = Field(95.0, ge=0.0, le=100.0)
     hd_empty_penalty: Literal["diagonal"] | Annotated[FiniteFloat, Field(gt=0.0)] = "diagonal"
-    missing_prediction: Literal["worst", "exclude"] = "worst"
+    missing_prediction: Literal["worst", "exclude", "error"] = "worst"
     empty_both: Literal["nan", "perfect"] = "nan"
     train_manifest: str | None = None
     geometry_tolerance: FiniteFloat = Field(1e-3, ge=0.0)

@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 
-from trackeval.config.base import KEY_TOKEN, FiniteFloat, PositiveInt, Section, distinct
+from trackeval.config.base import KEY_TOKEN, FiniteFloat, NonNegativeInt, PositiveInt, Section, distinct
 
 #: the most ECE bins (``xray.cls.ece_bins``): more bins than that only splits a test set into empty bins
 MAX_ECE_BINS = 10_000
@@ -18,22 +18,27 @@ class XRayClsConfig(Section):
     ``uncertain``: what a blank or ``-1`` label means: ``ignore`` (left out of every metric of that finding,
     default), ``zeros`` (negative, CheXpert U-Zeros) or ``ones`` (positive, U-Ones).
     ``ece_bins``: equal-width probability bins of the expected calibration error (1 to :data:`MAX_ECE_BINS`).
+    ``min_positives``: a finding with fewer positives, or fewer negatives, than this in the test labels keeps its
+    ``by_finding`` aggregates but is left out of the macro headlines (and of the gate), with a warning naming it;
+    0 keeps every finding (1 leaves out only findings without a positive or a negative).
     The operating point is fixed at 95% sensitivity (the keys say ``sens95``).
     """
 
     uncertain: Literal["ignore", "zeros", "ones"] = "ignore"
     ece_bins: Annotated[PositiveInt, Field(le=MAX_ECE_BINS)] = 15
+    min_positives: NonNegativeInt = 10
 
 
 class XRaySegConfig(Section):
     """2D segmentation. ``labels``: ``{class name: label id}``; empty = read ``--label-names``.
 
     ``missing_prediction``: ``worst`` scores a missing file as all background, ``exclude`` leaves it NaN;
-    counted either way.
+    counted and named in one warning line either way; ``error``: any missing file is an error naming the image
+    and the file expected. No prediction matching any image is an error whatever the policy.
     """
 
     labels: dict[str, PositiveInt] = Field(default_factory=dict)
-    missing_prediction: Literal["worst", "exclude"] = "worst"
+    missing_prediction: Literal["worst", "exclude", "error"] = "worst"
 
     @field_validator("labels")
     @classmethod

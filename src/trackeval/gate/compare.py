@@ -1,18 +1,28 @@
 """Paired comparison of two results of one benchmark: deltas with CIs per headline and breakdown group.
 
 Both results must come from the same cases: the same benchmark unit, ground-truth digest (truth files +
-manifest), protocol configuration digest and case-id set. Otherwise the comparison carries ``problems`` (a
-clear reason each) and no rows: unpaired numbers are never compared.
+manifest), protocol configuration digest, case-id set, resampling unit (``config.bootstrap.cluster``) and
+subject of every case. Otherwise the comparison carries ``problems`` (a clear reason each) and no rows: unpaired
+numbers are never compared.
+
+**What is compared is what each result reports.** A row's delta is the candidate's headline minus the champion's
+headline, each recomputed from its own case records exactly as its results.json reports it (the unit's declared
+``reduction``), and the recomputed values must equal the stored aggregates (a problem otherwise). The interval
+comes from resampling clusters of cases jointly for both versions and recomputing both headlines on every
+resample (:func:`trackeval.stats.paired.paired_headlines`). So a cell that is not applicable on one side never
+hides the other side's errors: a candidate that paints an organ the truth lacks (Dice 0 where the champion had
+"not applicable") lowers its own headline and the delta.
 
 Breakdown groups: the item dimension (``result.item_kind``, e.g. ``organ``: one column of the case x item
-matrix) and case-group dimensions (``CaseRecord.groups``, e.g. ``modality``: a subset of cases, with the
-headline statistic recomputed on it). The per-case metric is the last token of the primary metric
-(``dsc`` for ``umd/dsc``; ``ap_at_10`` for ``mir3d/group/ap_at_10``).
+matrix; the delta of the two item means, where a side with no value at all for the item counts as the metric's
+best value) and case-group dimensions (``CaseRecord.groups``, e.g. ``modality``: a subset of cases, with both
+headlines recomputed on it). The per-case metric is the last token of the primary metric (``dsc`` for
+``umd/dsc``; ``ap_at_10`` for ``mir3d/group/ap_at_10``).
 
 Two methods (``BenchmarkComparison.method``):
 
-* ``paired_bootstrap`` for metrics that are means of per-case values: :func:`trackeval.stats.paired.
-  paired_bootstrap` (percentile CIs; the rows keep the bootstrap replicates for p-values);
+* ``paired_bootstrap`` for metrics whose headline is a mean of per-case values (intervals: the results'
+  ``bootstrap.interval``; the rows keep the replicates for p-values);
 * ``delong`` for AUROC (:data:`DELONG_METRICS`), which is not a per-case mean: the case records carry the
   per-image ``label`` and ``score`` of each finding (X-ray ``cls``), images are paired by case id, and
   :func:`trackeval.stats.paired.paired_delong` gives the AUC differences with Wald CIs; the rows keep the
@@ -23,15 +33,15 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from trackeval.results import BenchmarkResult, CaseRecord, item_matrix, metric_key, sha256_text
-from trackeval.stats.bootstrap import group_seed
-from trackeval.stats.paired import PairedAUC, PairedDelta, paired_bootstrap, paired_delong
+from trackeval.stats.bootstrap import cluster_codes, group_seed
+from trackeval.stats.paired import PairedAUC, PairedHeadline, Reduction, paired_delong, paired_headlines
 
 #: Per-case metric tokens compared with DeLong's test on per-image labels and scores instead of a bootstrap.
 DELONG_METRICS = frozenset({"auroc"})
@@ -51,7 +61,10 @@ class DeltaRow(BaseModel):
     delta: float | None
     ci95_low: float | None
     ci95_high: float | None
+    #: cases with a value on either side (the headline: cases with any value)
     n_pairs: int
+    #: resampling units (clusters) behind the interval, which the small-sample correction of p-values uses
+    n_units: int = 0
     #: DeLong standard error of ``delta`` (method ``delong``; None for the bootstrap or an undefined variance)
     std_error: float | None = None
     #: bootstrap replicates of ``delta``, kept in memory for p-values; never serialised
@@ -66,6 +79,9 @@ class BenchmarkComparison(BaseModel):
     benchmark: str
     metric: str
     method: Literal["paired_bootstrap", "delong"] = "paired_bootstrap"
+    #: the resampling unit and interval method of both results (``config.bootstrap``)
+    cluster: Literal["subject_id", "case"] = "case"
+    interval: Literal["expanded_percentile", "percentile"] = "percentile"
     candidate_label: str
     baseline_label: str
     n_cases: int
@@ -116,6 +132,16 @@ def pairing_problems(cand: BenchmarkResult, base: BenchmarkResult, protocol: Seq
             f"case sets differ: {len(only_c)} case(s) only in the candidate {only_c[:5]}, "
             f"{len(only_b)} only in the baseline {only_b[:5]}"
         )
+    elif cand.resampling[0] == "subject_id":
+        subject = {c.case_id: c.subject_id for c in base.cases}
+        moved = sorted(c.case_id for c in cand.cases if subject[c.case_id] != c.subject_id)
+        if moved:
+            problems.append(f"case {moved[0]!r} belongs to another subject in the two results ({len(moved)} case(s))")
+    if cand.resampling != base.resampling:
+        problems.append(
+            f"bootstrap resampling differs (cluster, interval): {cand.resampling} vs {base.resampling}; "
+            "re-evaluate both versions with the same bootstrap config"
+        )
     return problems
 
 
@@ -131,39 +157,32 @@ def _f(x: float) -> float | None:
     return None if np.isnan(x) else float(x)
 
 
-def _headline_row(benchmark: str, key: str, dim: str, group: str, d: PairedDelta | PairedAUC) -> DeltaRow:
-    boot = isinstance(d, PairedDelta)
+def _row(
+    benchmark: str,
+    key: str,
+    dim: str,
+    group: str,
+    values: tuple[float, float, float, float, float],
+    n_pairs: int,
+    n_units: int,
+    std_error: float | None = None,
+    samples: np.ndarray | None = None,
+) -> DeltaRow:
+    cand, base, delta, low, high = (_f(v) for v in values)
     return DeltaRow(
         benchmark=benchmark,
         key=key,
         dimension=dim,
         group=group,
-        candidate=_f(d.overall_candidate),
-        baseline=_f(d.overall_baseline),
-        delta=_f(d.overall),
-        ci95_low=_f(d.overall_low),
-        ci95_high=_f(d.overall_high),
-        n_pairs=int(d.n_pairs.sum()),
-        std_error=None if boot else _f(math.sqrt(d.overall_variance)),
-        samples=d.overall_samples.tolist() if boot else None,
-    )
-
-
-def _item_row(benchmark: str, key: str, dim: str, group: str, d: PairedDelta | PairedAUC, j: int) -> DeltaRow:
-    boot = isinstance(d, PairedDelta)
-    return DeltaRow(
-        benchmark=benchmark,
-        key=key,
-        dimension=dim,
-        group=group,
-        candidate=_f(d.candidate[j]),
-        baseline=_f(d.baseline[j]),
-        delta=_f(d.value[j]),
-        ci95_low=_f(d.low[j]),
-        ci95_high=_f(d.high[j]),
-        n_pairs=int(d.n_pairs[j]),
-        std_error=None if boot else _f(math.sqrt(d.variance[j])),
-        samples=d.samples[:, j].tolist() if boot else None,
+        candidate=cand,
+        baseline=base,
+        delta=delta,
+        ci95_low=low,
+        ci95_high=high,
+        n_pairs=n_pairs,
+        n_units=n_units,
+        std_error=std_error,
+        samples=None if samples is None else samples.tolist(),
     )
 
 
@@ -188,6 +207,29 @@ def _delong_inputs(
     return y, item_matrix(cand_cases, items, "score"), item_matrix(base_cases, items, "score"), problems
 
 
+def _stored_mismatch(result: BenchmarkResult, key: str, recomputed: float, side: str) -> str | None:
+    """A problem when the stored aggregate ``key`` differs from the value recomputed from the case records."""
+    stored = result.aggregates.get(key)
+    if stored is None:
+        return None
+    value = math.nan if stored.value is None else stored.value
+    if (math.isnan(value) and math.isnan(recomputed)) or math.isclose(value, recomputed, rel_tol=1e-9, abs_tol=1e-12):
+        return None
+    return (
+        f"the {side}'s {key} = {value!r} is not what its case records give ({recomputed!r}): the gate compares "
+        "the reported numbers only; re-evaluate with this trackeval"
+    )
+
+
+def _reported(result: BenchmarkResult, key: str, recomputed: float) -> float:
+    """The value ``result`` reports for ``key`` (its stored aggregate, once :func:`_stored_mismatch` found it equal
+    to ``recomputed`` up to the last bits), else ``recomputed``."""
+    stored = result.aggregates.get(key)
+    if stored is None:
+        return recomputed
+    return math.nan if stored.value is None else stored.value
+
+
 def compare_results(
     cand: BenchmarkResult,
     base: BenchmarkResult,
@@ -199,24 +241,29 @@ def compare_results(
     confidence: float = 0.95,
     labels: tuple[str, str] = ("candidate", "baseline"),
     protocol: Sequence[str] | None = None,
+    reduction: Reduction = "item_mean",
+    best: float = 1.0,
 ) -> BenchmarkComparison:
-    """Paired deltas of ``<unit>/<metric>`` overall and per breakdown group in ``dimensions``.
+    """Deltas of ``<unit>/<metric>`` overall and per breakdown group in ``dimensions`` (module docstring).
 
-    Rows: the headline (mean over items of the per-item mean deltas; for AUROC the macro mean over findings of
-    the AUC differences), then one row per item (when ``item_kind`` is a listed dimension) and one per value of
-    each listed case-group dimension (the headline statistic recomputed on those cases). With the bootstrap,
-    each row has its own paired case-level bootstrap (seed derived from ``seed`` and the row key, so rows are
-    reproducible and independent of which other rows exist); with DeLong (AUROC) the rows are analytic and
-    ``n_resamples``/``seed`` are unused.
+    Rows: the headline, then one row per item (when ``item_kind`` is a listed dimension) and one per value of
+    each listed case-group dimension (both headlines recomputed on those cases). With the bootstrap, each row has
+    its own resamples of the results' clusters (seed derived from ``seed`` and the row key, so rows are
+    reproducible and independent of which other rows exist), the item rows share the headline's; with DeLong
+    (AUROC) the rows are analytic and ``n_resamples``/``seed`` are unused. ``reduction``/``best``: the unit's
+    headline reduction and the metric's best value (:class:`trackeval.spec.PrimaryMetric`).
     """
     bench = cand.unit
     head_key = metric_key(bench, *metric.split("/"))
     per_case = metric.rsplit("/", 1)[-1]
     problems = pairing_problems(cand, base, protocol)
+    cluster, interval = cand.resampling
     out = BenchmarkComparison(
         benchmark=bench,
         metric=head_key,
         method="delong" if per_case in DELONG_METRICS else "paired_bootstrap",
+        cluster=cluster,
+        interval=interval,
         candidate_label=labels[0],
         baseline_label=labels[1],
         n_cases=len(cand.cases),
@@ -231,40 +278,145 @@ def compare_results(
     base_by_id = {c.case_id: c for c in base.cases}
     base_cases = [base_by_id[c.case_id] for c in cand_cases]
     items = sorted({i for c in cand_cases for i in c.metrics} | {i for c in base_cases for i in c.metrics})
-    analyse: Callable[[str, np.ndarray | slice], PairedDelta | PairedAUC]
     if out.method == "delong":
-        y, cs, bs, out.problems = _delong_inputs(cand_cases, base_cases, items)
-        if out.problems:
-            return out
+        out.problems, out.rows = _delong_rows(
+            cand, base, cand_cases, base_cases, items, head_key, dimensions, confidence
+        )
+        return out
+    name = _per_case_name(cand_cases, metric)
+    cm, bm = item_matrix(cand_cases, items, name), item_matrix(base_cases, items, name)
+    codes = cluster_codes([c.subject_id for c in cand_cases]) if cluster == "subject_id" else None
+    has_value = ~(np.isnan(cm) & np.isnan(bm))
 
-        def analyse(key: str, rows: np.ndarray | slice) -> PairedAUC:
-            return paired_delong(y[rows], cs[rows], bs[rows], confidence)
+    def analyse(key: str, rows: np.ndarray | slice) -> PairedHeadline:
+        return paired_headlines(
+            cm[rows],
+            bm[rows],
+            reduction=reduction,
+            best=best,
+            n_resamples=n_resamples,
+            seed=group_seed(seed, key),
+            confidence=confidence,
+            clusters=None if codes is None else codes[rows],
+            method=interval,
+        )
 
-    else:
-        name = _per_case_name(cand_cases, metric)
-        cm, bm = item_matrix(cand_cases, items, name), item_matrix(base_cases, items, name)
+    def verified(key: str, cand_value: float, base_value: float) -> bool:
+        found = [
+            _stored_mismatch(cand, key, cand_value, "candidate"),
+            _stored_mismatch(base, key, base_value, "baseline"),
+        ]
+        out.problems += [p for p in found if p]
+        return not any(found)
 
-        def analyse(key: str, rows: np.ndarray | slice) -> PairedDelta:
-            return paired_bootstrap(cm[rows], bm[rows], n_resamples, group_seed(seed, key), confidence)
+    def reported_row(key: str, dim: str, group: str, d: PairedHeadline, n_pairs: int) -> DeltaRow:
+        c, b = _reported(cand, key, d.candidate), _reported(base, key, d.baseline)
+        return _row(bench, key, dim, group, (c, b, c - b, d.low, d.high), n_pairs, d.n_units, None, d.samples)
 
     whole = analyse(head_key, slice(None))
-    if whole.n_pairs.sum() == 0:
-        out.problems = [f"no paired cases: no case has a {per_case} value in both results"]
+    if not has_value.any():
+        out.problems = [f"no case has a {per_case} value in either result"]
         return out
-    out.rows.append(_headline_row(bench, head_key, "", "", whole))
+    if not verified(head_key, whole.candidate, whole.baseline):
+        return out
+    out.rows.append(reported_row(head_key, "", "", whole, int(has_value.any(axis=1).sum())))
     if cand.item_kind in dimensions:
         for j, item in enumerate(items):
-            if whole.n_pairs[j] > 0:
+            if has_value[:, j].any():
                 key = f"{head_key}/by_{cand.item_kind}/{item}"
-                out.rows.append(_item_row(bench, key, cand.item_kind, item, whole, j))
+                ic = _reported(cand, key, whole.item_candidate[j])
+                ib = _reported(base, key, whole.item_baseline[j])
+                delta = (best if math.isnan(ic) else ic) - (best if math.isnan(ib) else ib)
+                d = (ic, ib, delta, whole.item_low[j], whole.item_high[j])
+                if verified(key, whole.item_candidate[j], whole.item_baseline[j]):
+                    n = int(has_value[:, j].sum())
+                    out.rows.append(
+                        _row(
+                            bench,
+                            key,
+                            cand.item_kind,
+                            item,
+                            d,
+                            n,
+                            int(whole.item_units[j]),
+                            None,
+                            whole.item_samples[:, j],
+                        )
+                    )
     for dim in dimensions:
-        if dim == cand.item_kind and cand.item_kind in dimensions:
+        if dim == cand.item_kind:
             continue  # already one row per item (3D-MIR: region is both the item and a case group)
-        values = sorted({c.groups[dim] for c in cand_cases if dim in c.groups})
-        for value in values:
+        for value in sorted({c.groups[dim] for c in cand_cases if dim in c.groups}):
             rows = np.array([c.groups.get(dim) == value for c in cand_cases])
             key = f"{head_key}/by_{dim}/{value}"
-            d = analyse(key, rows)
-            if d.n_pairs.sum() > 0:
-                out.rows.append(_headline_row(bench, key, dim, value, d))
+            if has_value[rows].any():
+                d = analyse(key, rows)
+                if verified(key, d.candidate, d.baseline):
+                    out.rows.append(reported_row(key, dim, value, d, int(has_value[rows].any(axis=1).sum())))
+    if out.problems:
+        out.rows = []
     return out
+
+
+def headline_exclusions(result: BenchmarkResult) -> list[str]:
+    """Items a result reports but leaves out of its headline and of the gate: X-ray findings with fewer than
+    ``xray.cls.min_positives`` positives or negatives, listed in ``config.<benchmark>_run.
+    findings_below_min_positives``."""
+    run = result.config.get(f"{result.benchmark}_run", {})
+    return [str(t) for t in run.get("findings_below_min_positives", [])] if isinstance(run, dict) else []
+
+
+def _delong_rows(
+    cand: BenchmarkResult,
+    base: BenchmarkResult,
+    cand_cases: list[CaseRecord],
+    base_cases: list[CaseRecord],
+    items: list[str],
+    head_key: str,
+    dimensions: Sequence[str],
+    confidence: float,
+) -> tuple[list[str], list[DeltaRow]]:
+    """Problems and rows of a DeLong comparison (AUROC): the headline, one row per finding and per case group."""
+    bench = cand.unit
+    left_out = set(headline_exclusions(cand)) | set(headline_exclusions(base))
+    items = [i for i in items if i not in left_out]
+    y, cs, bs, problems = _delong_inputs(cand_cases, base_cases, items)
+    if problems:
+        return problems, []
+
+    def analyse(rows: np.ndarray | slice) -> PairedAUC:
+        return paired_delong(y[rows], cs[rows], bs[rows], confidence)
+
+    def row(key: str, dim: str, group: str, d: PairedAUC, j: int | None) -> DeltaRow:
+        if j is None:
+            values = (d.overall_candidate, d.overall_baseline, d.overall, d.overall_low, d.overall_high)
+            n, var = int(d.n_pairs.sum()), d.overall_variance
+        else:
+            values = (d.candidate[j], d.baseline[j], d.value[j], d.low[j], d.high[j])
+            n, var = int(d.n_pairs[j]), d.variance[j]
+        return _row(bench, key, dim, group, values, n, n, _f(math.sqrt(var)) if var >= 0 else None)
+
+    whole = analyse(slice(None))
+    if whole.n_pairs.sum() == 0:
+        return ["no paired images: no finding has a defined AUROC in both results"], []
+    found = [
+        _stored_mismatch(cand, head_key, whole.overall_candidate, "candidate"),
+        _stored_mismatch(base, head_key, whole.overall_baseline, "baseline"),
+    ]
+    if any(found):
+        return [p for p in found if p], []
+    out = [row(head_key, "", "", whole, None)]
+    if cand.item_kind in dimensions:
+        out += [
+            row(f"{head_key}/by_{cand.item_kind}/{item}", cand.item_kind, item, whole, j)
+            for j, item in enumerate(items)
+            if whole.n_pairs[j] > 0
+        ]
+    for dim in dimensions:
+        if dim == cand.item_kind:
+            continue
+        for value in sorted({c.groups[dim] for c in cand_cases if dim in c.groups}):
+            d = analyse(np.array([c.groups.get(dim) == value for c in cand_cases]))
+            if d.n_pairs.sum() > 0:
+                out.append(row(f"{head_key}/by_{dim}/{value}", dim, value, d, None))
+    return [], out

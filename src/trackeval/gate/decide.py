@@ -1,11 +1,16 @@
 """The promotion gate's decision rules: pure functions of two sets of results, a :class:`GateConfig` and the
 units' policies (:mod:`trackeval.gate.policy`).
 
-Per benchmark unit (primary metric; delta = candidate - champion, paired on case ids; the bounds below are for
-a higher-is-better metric and mirror for a lower-is-better one):
+Per benchmark unit (primary metric; delta = the candidate's headline - the champion's headline, each as its own
+results report it, paired on case ids; the bounds below are for a higher-is-better metric and mirror for a
+lower-is-better one):
 
-1. **Pairing**: same ground-truth digest, protocol config and case set, else the gate fails with the reason.
-2. **Non-inferiority**: lower bound of the paired-bootstrap 95% CI of the headline delta > ``-margin``
+1. **Pairing**: same ground-truth digest, protocol config, case set and resampling unit, and headlines that
+   their case records reproduce, else the gate fails with the reason. **Missing predictions**: a candidate
+   with more cases without a prediction than the champion fails (under ``missing_prediction: exclude`` those
+   cases would otherwise drop out of its headline).
+2. **Non-inferiority**: lower bound of the 95% CI of the headline delta > ``-margin``, the CI from resampling
+   clusters of cases jointly for both versions and recomputing both headlines
    (for AUROC: the DeLong Wald CI of the macro AUC difference, see :mod:`trackeval.gate.compare`).
    Every unit must pass (an intersection-union rule: no multiplicity adjustment is needed across
    benchmarks, because the gate passes only if all of them pass).
@@ -20,7 +25,11 @@ a higher-is-better metric and mirror for a lower-is-better one):
    whose ``warnings`` mention leakage, fails.
 
 A first version (no champion), and any unit the champion was never evaluated on, must instead reach the
-unit's absolute floor on its primary metric (a ceiling for a lower-is-better metric).
+unit's absolute floor on its primary metric (a ceiling for a lower-is-better metric), by default with the
+conservative end of its CI.
+
+Whatever the verdict, a unit whose headline interval is wider than twice its margin gets a note saying that
+this many subjects (or cases) cannot resolve the margin at the observed spread, and about how many would.
 """
 
 from __future__ import annotations
@@ -30,7 +39,7 @@ from collections.abc import Mapping
 from dataclasses import asdict
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from trackeval.config import GateConfig
 from trackeval.gate.compare import BenchmarkComparison, DeltaRow, compare_results
@@ -44,7 +53,16 @@ class Check(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: Literal["primary_metric", "pairing", "non_inferiority", "superiority", "worst_group", "audit", "floor"]
+    name: Literal[
+        "primary_metric",
+        "pairing",
+        "missing_predictions",
+        "non_inferiority",
+        "superiority",
+        "worst_group",
+        "audit",
+        "floor",
+    ]
     benchmark: str
     passed: bool
     detail: str
@@ -79,6 +97,12 @@ class Decision(BaseModel):
     comparisons: list[BenchmarkComparison]
     group_tests: list[GroupTest]
     gate_config: dict
+    #: what the data cannot tell at this sample size (never changes the verdict)
+    notes: list[str] = Field(default_factory=list)
+    #: the evidence the decision was made on: ``{unit: sha256 of the results.json}`` of each side's evaluation runs
+    #: (filled in by the tracking layer; empty in a decision recorded before trackeval 0.3)
+    candidate_evidence: dict[str, str] = Field(default_factory=dict)
+    champion_evidence: dict[str, str] = Field(default_factory=dict)
 
     @property
     def reasons(self) -> list[str]:
@@ -135,30 +159,34 @@ def _interval_checks(head: DeltaRow, policy: UnitPolicy) -> list[Check]:
     return checks
 
 
-def _pvalue(method: str, row: DeltaRow, threshold: float, alternative: Literal["less", "greater"]) -> float:
-    """One-sided p-value of a group row: bootstrap replicates, or the DeLong z-test for AUROC rows."""
-    if method == "delong":
+def _pvalue(
+    comp: BenchmarkComparison, row: DeltaRow, threshold: float, alternative: Literal["less", "greater"]
+) -> float:
+    """One-sided p-value of a group row: the DeLong z-test for AUROC rows; else the bootstrap replicates' level,
+    small-sample corrected as the row's interval is (so p <= alpha exactly when the one-sided bound excludes
+    ``threshold``)."""
+    if comp.method == "delong":
         delta = math.nan if row.delta is None else row.delta
         se = math.nan if row.std_error is None else row.std_error
         return normal_pvalue(delta, se, threshold, alternative)
-    return bootstrap_pvalue(row.samples or [], threshold, alternative)
+    return bootstrap_pvalue(row.samples or [], threshold, alternative, row.n_units, comp.interval)
 
 
 def _group_tests(
     comparisons: list[BenchmarkComparison], policies: Mapping[str, UnitPolicy], cfg: GateConfig
 ) -> list[GroupTest]:
-    tagged = [(c.method, r) for c in comparisons for r in c.rows if r.dimension]
+    tagged = [(c, r) for c in comparisons for r in c.rows if r.dimension]
     rows = [r for _, r in tagged]
     margins = [policies[r.benchmark].group_margin(r.dimension, r.group) for r in rows]
     # harm: H1 "the group got worse by more than its margin"; noninferiority: H1 "it did not"
     harm = cfg.group_test == "harm"
     p = []
-    for (method, r), m in zip(tagged, margins, strict=True):
+    for (comp, r), m in zip(tagged, margins, strict=True):
         higher = policies[r.benchmark].higher_is_better
         threshold = -m if higher else m
         worse: Literal["less", "greater"] = "less" if higher else "greater"
         better: Literal["less", "greater"] = "greater" if higher else "less"
-        p.append(_pvalue(method, r, threshold, worse if harm else better))
+        p.append(_pvalue(comp, r, threshold, worse if harm else better))
     if harm:
         adj = adjust_pvalues(p, cfg.multiplicity)
         passed = [a > cfg.alpha for a in adj]
@@ -196,6 +224,39 @@ def compare_unit(
         confidence=cfg.confidence,
         labels=labels,
         protocol=policy.protocol,
+        reduction=policy.reduction,
+        best=policy.best,
+    )
+
+
+def n_missing(result: BenchmarkResult) -> int:
+    """Cases of ``result`` without a prediction (status ``missing_prediction``)."""
+    return sum(c.status == "missing_prediction" for c in result.cases)
+
+
+def _missing_check(cand: BenchmarkResult, base: BenchmarkResult, unit: str) -> Check | None:
+    """Fails when the candidate has more cases without a prediction than the champion; None when neither has any."""
+    mc, mb = n_missing(cand), n_missing(base)
+    if mc == 0 and mb == 0:
+        return None
+    detail = f"missing predictions: candidate {mc} vs champion {mb}"
+    return Check(name="missing_predictions", benchmark=unit, passed=mc <= mb, detail=detail)
+
+
+def resolution_note(head: DeltaRow, comp: BenchmarkComparison, policy: UnitPolicy) -> str | None:
+    """``umd: 6 subjects cannot resolve margin 0.01 at the observed spread; about 40 would`` when the headline
+    interval's half-width is at least the margin (a true delta of 0 could then not be shown non-inferior), else
+    None. The projection scales the half-width by ``1/sqrt(n)``."""
+    if head.ci95_low is None or head.ci95_high is None or policy.margin <= 0 or head.n_units < 1:
+        return None
+    half = (head.ci95_high - head.ci95_low) / 2.0
+    if half < policy.margin:
+        return None
+    needed = math.ceil(head.n_units * (half / policy.margin) ** 2) + 1
+    what = "subjects" if comp.cluster == "subject_id" and comp.method != "delong" else "cases"
+    return (
+        f"{policy.unit}: {head.n_units} {what} cannot resolve margin {policy.margin} at the observed spread; "
+        f"about {needed} would"
     )
 
 
@@ -215,6 +276,7 @@ def decide(
     """
     checks: list[Check] = []
     comparisons: list[BenchmarkComparison] = []
+    notes: list[str] = []
     champion = champion or {}
     if not candidate:
         checks.append(Check(name="pairing", benchmark="*", passed=False, detail="the candidate has no evaluations"))
@@ -254,7 +316,13 @@ def decide(
         if comp.problems:
             checks.append(Check(name="pairing", benchmark=bench, passed=False, detail="; ".join(comp.problems)))
             continue
+        missing = _missing_check(result, champion[bench], bench)
+        if missing is not None:
+            checks.append(missing)
         checks.extend(_interval_checks(comp.rows[0], policy))
+        note = resolution_note(comp.rows[0], comp, policy)
+        if note:
+            notes.append(note)
     groups = _group_tests(comparisons, policies, cfg)
     for g in groups:
         if not g.passed:
@@ -285,6 +353,7 @@ def decide(
         checks=checks,
         comparisons=comparisons,
         group_tests=groups,
+        notes=notes,
         gate_config={
             **cfg.model_dump(mode="json"),
             "policies": {u: asdict(p) for u, p in sorted(policies.items()) if u in candidate or u in champion},

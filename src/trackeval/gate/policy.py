@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 from trackeval.config import GateConfig
 from trackeval.spec import BenchmarkSpec
@@ -36,6 +36,9 @@ class UnitPolicy:
     group_margins: tuple[tuple[str, float], ...]
     #: config fields (dotted paths into results.json's ``config``) that affect the metric; None: all of them
     protocol: tuple[str, ...] | None = None
+    #: how the headline is built from the case records, and the metric's best value (:class:`PrimaryMetric`)
+    reduction: Literal["item_mean", "case_mean"] = "item_mean"
+    best: float = 1.0
 
     @property
     def key(self) -> str:
@@ -91,5 +94,7 @@ def resolve_policies(cfg: GateConfig, specs: Iterable[BenchmarkSpec]) -> dict[st
                 (k, v) for k, v in sorted(cfg.group_margins.items()) if k.split("/")[0] == spec.benchmark
             ),
             protocol=spec.primary.protocol if metric == spec.primary.metric else None,
+            reduction=spec.primary.reduction,
+            best=spec.primary.best_value,
         )
     return out

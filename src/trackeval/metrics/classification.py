@@ -1,4 +1,4 @@
-"""Binary classification metrics for one finding: AUROC with its DeLong variance, operating points, ECE.
+"""Binary classification metrics for one finding: AUROC with its DeLong variance and CI, operating points, ECE.
 
 Pure functions: 1D arrays in (``y`` in {0, 1}, ``scores`` finite floats, higher = more likely positive), numbers
 out. Every function works on one finding; multi-label tasks call them per column (entries whose label is
@@ -15,6 +15,14 @@ class; the structural components (placements) are
 
 and ``var(AUC) = S10 / m + S01 / n`` with ``S10``, ``S01`` the sample variances (``ddof=1``) of the placements.
 The same placements give the covariance of several AUCs on the same images, see :func:`delong_influence`.
+
+The CI of one AUC (or of a macro mean of AUCs) is :func:`logit_interval`: a Wald interval on the logit scale,
+mapped back, so that it stays inside (0, 1) and is asymmetric near 1, where the sampling distribution of an AUC
+is skewed (coverage measured by ``benchmarks/bench_auroc_coverage.py``, see docs/metrics.md).
+:func:`wald_interval` stays for differences of AUCs, whose distribution is not bounded the same way.
+
+:func:`ece_reference` is the ECE a perfectly calibrated model would get in expectation with the same scores and
+bins, the yardstick to read an ECE against at small ``N``.
 """
 
 from __future__ import annotations
@@ -46,8 +54,9 @@ class DeLong:
     v01: np.ndarray
 
     def ci(self, confidence: float = 0.95) -> tuple[float, float]:
-        """Normal (Wald) interval ``auc -/+ z * sqrt(variance)``, clipped to [0, 1] (as pROC does)."""
-        return wald_interval(self.auc, self.variance, confidence)
+        """The logit-scale interval of ``auc`` (:func:`logit_interval`; the Wald interval clipped to [0, 1],
+        as pROC gives it, is ``wald_interval(auc, variance)``)."""
+        return logit_interval(self.auc, self.variance, confidence)
 
 
 def wald_interval(
@@ -73,6 +82,48 @@ def wald_interval(
 
     half = float(norm.ppf(0.5 + confidence / 2.0)) * math.sqrt(max(variance, 0.0))
     return max(bounds[0], value - half), min(bounds[1], value + half)
+
+
+def _expit(x: float) -> float:
+    """``1 / (1 + exp(-x))`` without overflow for large ``|x|``."""
+    if x >= 0.0:
+        return 1.0 / (1.0 + math.exp(-x))
+    e = math.exp(x)
+    return e / (1.0 + e)
+
+
+def logit_interval(value: float, variance: float, confidence: float = 0.95) -> tuple[float, float]:
+    """Interval of a proportion-like ``value`` in [0, 1] (an AUC, a macro mean of AUCs) on the logit scale.
+
+    By the delta method ``se(logit A) = se(A) / (A (1 - A))``, so the interval is
+    ``expit(logit(A) -/+ z * sqrt(variance) / (A (1 - A)))`` with ``z = z_{(1+confidence)/2}``: inside (0, 1)
+    without clipping, and asymmetric near the bounds (shorter towards 1 when ``A`` is near 1), where the
+    sampling distribution of an AUC is skewed. At ``A = 0`` or ``A = 1`` the logit is infinite; there the
+    interval falls back to :func:`wald_interval` (clipped to [0, 1]). DeLong's variance is 0 at a perfect
+    separation (every placement is 1), so ``A = 1`` gives ``[1, 1]``: no interval can be formed from the
+    data's variance, as with the Wald interval. NaNs propagate.
+
+    Examples:
+        ``A = 0.9``, standard error 0.05: ``logit(0.9) = ln 9 = 2.1972``, half-width on the logit scale
+        ``1.96 * 0.05 / (0.9 * 0.1) = 1.0889``, so the bounds are ``expit(1.1084)`` and ``expit(3.2861)``:
+
+        >>> from trackeval.metrics.classification import logit_interval
+        >>> [round(b, 4) for b in logit_interval(0.9, 0.05**2)]
+        [0.7518, 0.9639]
+        >>> [round(b, 4) for b in logit_interval(0.5, 0.05**2)]  # expit(-/+ 0.392): symmetric about 0.5
+        [0.4032, 0.5968]
+        >>> logit_interval(1.0, 0.0), logit_interval(float("nan"), 0.01)
+        ((1.0, 1.0), (nan, nan))
+    """
+    if math.isnan(value) or math.isnan(variance):
+        return math.nan, math.nan
+    if not 0.0 < value < 1.0:
+        return wald_interval(value, variance, confidence)
+    from scipy.stats import norm  # here, not at import: scipy.stats costs ~0.3 s on every CLI start
+
+    half = float(norm.ppf(0.5 + confidence / 2.0)) * math.sqrt(max(variance, 0.0)) / (value * (1.0 - value))
+    centre = math.log(value / (1.0 - value))
+    return _expit(centre - half), _expit(centre + half)
 
 
 def _check(y: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -121,8 +172,8 @@ def delong(y: np.ndarray, scores: np.ndarray) -> DeLong:
         (0.75, 0.125)
         >>> r.v10.tolist(), r.v01.tolist()
         ([0.5, 1.0], [1.0, 0.5])
-        >>> [round(b, 4) for b in r.ci()]  # 0.75 -/+ 1.96 * sqrt(0.125), clipped to [0, 1]
-        [0.057, 1.0]
+        >>> [round(b, 4) for b in r.ci()]  # expit(ln 3 -/+ 1.96 * sqrt(0.125) / (0.75 * 0.25))
+        [0.0693, 0.9918]
     """
     pos, s = _check(y, scores)
     m = int(pos.sum())
@@ -302,14 +353,85 @@ def expected_calibration_error(y: np.ndarray, probs: np.ndarray, n_bins: int = E
         0.25
     """
     pos, p = _check(y, probs)
-    if n_bins < 1:
-        raise ValueError("n_bins must be >= 1")
+    idx = _ece_bin_index(p, n_bins)
     if p.size == 0:
         return math.nan
-    if p.min() < 0.0 or p.max() > 1.0:
-        raise ValueError("probabilities must lie in [0, 1]")
-    idx = np.clip(np.ceil(p * n_bins).astype(np.int64) - 1, 0, n_bins - 1)
     gap = np.bincount(idx, weights=pos.astype(np.float64), minlength=n_bins) - np.bincount(
         idx, weights=p, minlength=n_bins
     )
     return float(np.abs(gap).sum() / p.size)
+
+
+def _ece_bin_index(p: np.ndarray, n_bins: int) -> np.ndarray:
+    """0-based ECE bin of each probability: ``(lo, hi]`` of ``n_bins`` equal-width bins, the first closed."""
+    if n_bins < 1:
+        raise ValueError("n_bins must be >= 1")
+    if p.size and (p.min() < 0.0 or p.max() > 1.0):
+        raise ValueError("probabilities must lie in [0, 1]")
+    return np.clip(np.ceil(p * n_bins).astype(np.int64) - 1, 0, n_bins - 1)
+
+
+def _poisson_binomial_pmf(p: np.ndarray) -> np.ndarray:
+    """``P(K = k)`` for ``k = 0..n``, ``K`` the number of successes of independent Bernoulli(``p_i``) trials.
+
+    The coefficients of ``prod_i (1 - p_i + p_i x)``, multiplied pairwise level by level with batched real FFTs
+    (O(n log^2 n)); exact up to rounding (round-off below 0 is set to 0).
+    """
+    n = p.size
+    width = 1 << max(n - 1, 0).bit_length()  # a power of two >= n; the padding trials have p = 0 (factor 1)
+    polys = np.zeros((width, 2))
+    polys[:, 0] = 1.0
+    polys[:n, 0] = 1.0 - p
+    polys[:n, 1] = p
+    while polys.shape[0] > 1:
+        length = 2 * polys.shape[1] - 1
+        nfft = 1 << (length - 1).bit_length()
+        f = np.fft.rfft(polys, nfft, axis=1)
+        polys = np.fft.irfft(f[0::2] * f[1::2], nfft, axis=1)[:, :length]
+    return np.clip(polys[0, : n + 1], 0.0, None)
+
+
+def ece_reference(probs: np.ndarray, n_bins: int = ECE_BINS) -> float:
+    """Expected ECE of a perfectly calibrated model with these predicted probabilities and bins.
+
+    With labels drawn ``y_i ~ Bernoulli(p_i)`` independently (the model is calibrated by construction), the bins
+    depend on the scores only, so ``ECE = sum_b |K_b - mu_b| / N`` with ``K_b`` the positives in bin ``b`` and
+    ``mu_b = sum_{i in b} p_i``, and
+
+        ``E[ECE] = (1 / N) sum_b sum_k P(K_b = k) |k - mu_b|``,
+
+    with ``K_b`` Poisson-binomial (:func:`_poisson_binomial_pmf`): an exact expectation, no simulation and no
+    seed. It is > 0 whenever a score is strictly between 0 and 1: an ECE near this value is what sampling noise
+    alone gives at this ``N``; an ECE well above it is miscalibration. NaN for an empty input.
+
+    Raises:
+        ValueError: probabilities outside [0, 1], non-finite, or ``n_bins < 1``.
+
+    Examples:
+        One score per bin: ``E|y - p| = p (1 - p) + (1 - p) p = 2 p (1 - p)``; two scores 0.5 in one bin:
+        ``K`` is 0, 1, 2 with probabilities 1/4, 1/2, 1/4, so ``E|K - 1| = 1/2`` over ``N = 2``.
+
+        >>> from trackeval.metrics.classification import ece_reference
+        >>> round(ece_reference([0.1, 0.9], n_bins=2), 4)  # (2 * 0.1 * 0.9 + 2 * 0.9 * 0.1) / 2
+        0.18
+        >>> round(ece_reference([0.5, 0.5], n_bins=2), 4)
+        0.25
+        >>> ece_reference([0.0, 1.0, 1.0])  # certain scores: a calibrated model makes no error
+        0.0
+    """
+    p = np.asarray(probs, dtype=np.float64)
+    if p.ndim != 1:
+        raise ValueError(f"probs must be 1D, got shape {p.shape}")
+    if not np.isfinite(p).all():
+        raise ValueError("probabilities must be finite")
+    idx = _ece_bin_index(p, n_bins)
+    if p.size == 0:
+        return math.nan
+    order = np.argsort(idx, kind="stable")
+    p_sorted, idx_sorted = p[order], idx[order]
+    starts = np.flatnonzero(np.r_[True, idx_sorted[1:] != idx_sorted[:-1]])
+    total = 0.0
+    for members in np.split(p_sorted, starts[1:]):
+        pmf = _poisson_binomial_pmf(members)
+        total += float(np.abs(np.arange(members.size + 1) - members.sum()) @ pmf)
+    return total / p.size

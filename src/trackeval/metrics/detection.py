@@ -7,7 +7,8 @@ Average precision of one category at one IoU threshold (COCO, area range "all", 
 
 1. per image, detections sorted by score (descending, stable) and cut to the ``max_dets`` highest;
 2. greedy matching in that order: each detection takes the unmatched ground-truth box of highest IoU among
-   those with ``IoU >= threshold`` (ties: the first such box), else it is a false positive;
+   those with ``IoU >= threshold`` (ties: the last such box in the truth order, as COCOeval), else it is a false
+   positive;
 3. all images' detections merged by score (stable), cumulative TP/FP give recall and precision; precision is
    made monotone (running maximum from the right); AP is the mean of the precision at the 101 recall points
    ``0, 0.01, ..., 1`` (the first detection whose recall reaches each point, 0 if none does).

@@ -214,6 +214,19 @@ def write_verdict(path: Path, verdict: dict[str, object]) -> None:
         tmp.write_text(json.dumps(verdict, indent=1, sort_keys=True) + "\n", encoding="utf-8")
 
 
+def registry_problems(cfg: EvalConfig, params: PipelineParams) -> list[str]:
+    """``trackeval verify`` for the pipeline's model: one line per alias that does not rest on evidence that passed
+    the gate ([] when all do, or when the model is not registered yet)."""
+    from trackeval.tracking.client import Mlflow
+    from trackeval.tracking.model_registry import verify_aliases
+
+    try:
+        statuses = verify_aliases(Mlflow(cfg.tracking), params.model_name)
+    except InputError:
+        return []
+    return [s.line() for s in statuses if s.problem]
+
+
 def registry_verdict(cfg: EvalConfig, params: PipelineParams) -> tuple[dict[str, tuple[str, str]], str | None]:
     """What the MLflow registry says now: ``{version: (gate verdict, reason)}`` (the version's
     ``trackeval.gate.*`` tags) and the ``@champion``'s version."""

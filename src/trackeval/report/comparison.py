@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from trackeval.gate.compare import BenchmarkComparison, DeltaRow
 from trackeval.gate.decide import Decision
+from trackeval.report.console import missing_line, n_missing
+from trackeval.results import BenchmarkResult
 
 
 def _v(x: float | None) -> str:
@@ -42,6 +47,32 @@ def print_comparisons(comparisons: list[BenchmarkComparison], console: Console |
         for r in comp.rows:
             table.add_row(*_cells(r))
         console.print(table)
+
+
+def missing_prediction_lines(
+    comparisons: list[BenchmarkComparison], pairs: list[tuple[BenchmarkResult, BenchmarkResult]]
+) -> list[str]:
+    """One :func:`~trackeval.report.console.missing_line` per side (``A=<label>``, ``B=<label>``) of each compared
+    unit whose result has missing predictions; ``pairs`` are the ``(A, B)`` results of ``comparisons``, in order."""
+    out = []
+    for comp, (a, b) in zip(comparisons, pairs, strict=True):
+        for who, result in ((f"A={comp.candidate_label}", a), (f"B={comp.baseline_label}", b)):
+            if n_missing(result):
+                out.append(missing_line(result.unit, who, n_missing(result)))
+    return out
+
+
+def print_missing(lines: Sequence[str], console: Console) -> None:
+    """``warning: <line>`` for each line of :func:`missing_prediction_lines` (or of a decision's versions)."""
+    for line in lines:
+        console.print(f"[yellow]warning:[/] {escape(line)}", highlight=False, soft_wrap=True)
+
+
+def missing_markdown(lines: Sequence[str]) -> str:
+    """The lines as a Markdown list under a bold "missing predictions" note ("" when there are none)."""
+    if not lines:
+        return ""
+    return "**Missing predictions**\n\n" + "\n".join(f"- {line}" for line in lines) + "\n"
 
 
 def comparison_markdown(comparisons: list[BenchmarkComparison]) -> str:
@@ -89,12 +120,14 @@ def decision_markdown(decision: Decision, baseline: str = "champion") -> str:
     return "\n".join(lines)
 
 
-def print_decision(decision: Decision, console: Console | None = None) -> None:
-    """Comparison tables, failed checks and the verdict line."""
+def print_decision(decision: Decision, console: Console | None = None, missing: Sequence[str] = ()) -> None:
+    """Comparison tables, the checks, ``missing`` (lines of :func:`~trackeval.report.console.missing_line` for
+    the versions compared, shown as warnings) and the verdict line."""
     console = console or Console(width=140)
     print_comparisons(decision.comparisons, console)
     for c in decision.checks:
         mark = "[green]pass[/]" if c.passed else "[red]FAIL[/]"
         console.print(f"{mark} {c.benchmark} {c.name}: {c.detail}", highlight=False)
+    print_missing(missing, console)
     colour = "green" if decision.verdict == "pass" else "red"
     console.print(f"[bold {colour}]verdict: {decision.verdict}[/] ({decision.model} {decision.candidate})")

@@ -17,6 +17,17 @@ def format_estimate(value: float | None, low: float | None, high: float | None, 
     return f"{value:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
 
 
+def missing_line(unit: str, who: str, n_missing: int) -> str:
+    """``umd: candidate v2 has 1 missing prediction(s) (n_missing_predictions=1)``: how ``track``, ``compare``,
+    ``promote`` and ``leaderboard`` show a result's non-zero ``summary["n_missing_predictions"]``."""
+    return f"{unit}: {who} has {n_missing} missing prediction(s) (n_missing_predictions={n_missing})"
+
+
+def n_missing(result: BenchmarkResult) -> int:
+    """``summary["n_missing_predictions"]`` of ``result`` (0 when the unit does not count them)."""
+    return int(result.summary.get("n_missing_predictions", 0))
+
+
 def _fmt(s: MetricSummary | None) -> str:
     return "-" if s is None else format_estimate(s.value, s.ci95_low, s.ci95_high)
 

@@ -6,19 +6,22 @@ from html import escape
 
 from pydantic import BaseModel, ConfigDict
 from rich.console import Console
+from rich.markup import escape as escape_markup
 from rich.table import Table
 
-from trackeval.report.console import format_estimate
+from trackeval.report.console import format_estimate, missing_line
 
 
 class Cell(BaseModel):
-    """One version's primary metric on one unit (None: not evaluated)."""
+    """One version's primary metric on one unit (None: not evaluated) and the evaluation's
+    ``n_missing_predictions`` (0 when none or not counted)."""
 
     model_config = ConfigDict(extra="forbid")
 
     value: float | None = None
     ci95_low: float | None = None
     ci95_high: float | None = None
+    n_missing_predictions: int = 0
 
 
 class Row(BaseModel):
@@ -45,7 +48,9 @@ class Leaderboard(BaseModel):
 
 
 def _cell(c: Cell | None) -> str:
-    return "-" if c is None else format_estimate(c.value, c.ci95_low, c.ci95_high, digits=4)
+    if c is None:
+        return "-"
+    return format_estimate(c.value, c.ci95_low, c.ci95_high, digits=4) + (" *" if c.n_missing_predictions else "")
 
 
 def _table(board: Leaderboard) -> tuple[list[str], list[list[str]]]:
@@ -62,8 +67,20 @@ def _table(board: Leaderboard) -> tuple[list[str], list[list[str]]]:
     return header, rows
 
 
+def missing_notes(board: Leaderboard) -> list[str]:
+    """A :func:`~trackeval.report.console.missing_line` per cell with missing predictions (row, then unit order);
+    a cell with one is also marked ``*`` in the tables."""
+    return [
+        missing_line(u, f"{r.model}/{r.version}", r.cells[u].n_missing_predictions)
+        for r in board.rows
+        for u in board.units
+        if u in r.cells and r.cells[u].n_missing_predictions
+    ]
+
+
 def print_leaderboard(board: Leaderboard, console: Console | None = None) -> None:
-    """The leaderboard as a terminal table (primary metric [95% CI] per unit; champion marked)."""
+    """The leaderboard as a terminal table (primary metric [95% CI] per unit; champion marked), then a warning
+    line per cell with missing predictions (:func:`missing_notes`)."""
     if console is None:
         console = Console()
         if not console.is_terminal:  # logs and CI: do not wrap "value [low, high]" cells at 80 columns
@@ -75,6 +92,8 @@ def print_leaderboard(board: Leaderboard, console: Console | None = None) -> Non
     for row in rows:
         table.add_row(*row)
     console.print(table)
+    for note in missing_notes(board):
+        console.print(f"[yellow]warning:[/] * {escape_markup(note)}", highlight=False, soft_wrap=True)
 
 
 def leaderboard_markdown(board: Leaderboard) -> str:
@@ -83,7 +102,8 @@ def leaderboard_markdown(board: Leaderboard) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
     note = "Primary metric of each benchmark unit, mean [95% CI]; higher is better unless marked.\n\n"
-    return "## Leaderboard\n\n" + note + "\n".join(lines) + "\n"
+    missing = "".join(f"\n\\* {m}\n" for m in missing_notes(board))
+    return "## Leaderboard\n\n" + note + "\n".join(lines) + "\n" + missing
 
 
 def leaderboard_html(board: Leaderboard) -> str:
@@ -98,11 +118,14 @@ def leaderboard_html(board: Leaderboard) -> str:
         + "</tr>"
         for row in rows
     )
+    notes = missing_notes(board)
+    missing = "<ul>" + "".join(f"<li>* {escape(m)}</li>" for m in notes) + "</ul>" if notes else ""
     css = (
         "body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}td,th{border:1px solid #ccc;"
         "padding:3px 8px;font-size:13px}tr.champion{font-weight:bold;background:#eef7ee}"
     )
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>trackeval leaderboard</title>'
-        f"<style>{css}</style></head><body><h1>Leaderboard</h1><table><tr>{head}</tr>{body}</table></body></html>\n"
+        f"<style>{css}</style></head><body><h1>Leaderboard</h1><table><tr>{head}</tr>{body}</table>{missing}"
+        "</body></html>\n"
     )

@@ -299,7 +299,7 @@ def _series_from_aggregates(result: BenchmarkResult, plot: PlotSpec) -> list[dic
 
 
 def _series_from_records(result: BenchmarkResult, plot: PlotSpec) -> list[dict[str, object]]:
-    from trackeval.stats.bootstrap import bootstrap_means, group_seed
+    from trackeval.stats.bootstrap import bootstrap_means, cluster_codes, group_seed
 
     series, dim = plot.series, plot.dimension
     if f"{{{series}}}" not in plot.case_metric or f"{{{dim}}}" not in plot.case_metric:
@@ -328,11 +328,14 @@ def _series_from_records(result: BenchmarkResult, plot: PlotSpec) -> list[dict[s
             warnings.simplefilter("ignore", RuntimeWarning)
             values[i] = np.nanmean(np.array(per_item, dtype=float).reshape(-1, len(keys)), axis=0)
     boot = result.config.get("bootstrap", {})
+    cluster, interval = result.resampling
     ci = bootstrap_means(
         values,
         int(boot.get("n_resamples", 1000)),
         group_seed(int(boot.get("seed", 0)), ""),
         float(boot.get("confidence", 0.95)),
+        cluster_codes([c.subject_id for c in cases]) if cluster == "subject_id" else None,
+        interval,
     )
     rows: list[dict[str, object]] = []
     for j, (s, x) in enumerate(keys):

@@ -1,14 +1,13 @@
 """Paired comparisons of two model versions on the same cases: paired bootstrap, p-values, multiplicity.
 
-The unit of resampling is the case (patient): one resample draws case indices with replacement and applies
-them to BOTH models, so the per-case correlation between the two versions is kept (Efron & Tibshirani's
-paired bootstrap; ``scipy.stats.bootstrap(..., paired=True)`` semantics, vectorised with the same
-multinomial weights as :mod:`trackeval.stats.bootstrap`).
+The unit of resampling is the cluster (a subject, or a case): one resample draws clusters with replacement and
+applies them to BOTH models, so the correlation between the two versions is kept (Efron & Tibshirani's paired
+bootstrap, vectorised with the weights of :mod:`trackeval.stats.bootstrap`).
 
-Differences are formed cell by cell (case x item, e.g. case x organ): a cell counts only where both
-versions have a value (NaN = not applicable on either side is left out), so every delta is a like-for-like
-pair. The headline delta is the mean over items of the per-item mean deltas (nnU-Net ``foreground_mean`` of
-the paired differences).
+What is compared is each version's own headline (:func:`paired_headlines`): on every resample both headlines are
+recomputed from each side's own cells, exactly as their results compute them, and differenced. A cell that is not
+applicable on one side (NaN) never hides the other side's value: a candidate that paints an organ the truth lacks
+(Dice 0 where the champion had "not applicable") lowers its own headline, and so the delta.
 
 AUROC is not a mean of per-case values, so it is compared with DeLong's test for two correlated AUCs on the
 same images instead (:func:`paired_delong`; DeLong, DeLong & Clarke-Pearson 1988, as ``pROC::roc.test(...,
@@ -27,53 +26,95 @@ import numpy as np
 from scipy.stats import norm
 
 from trackeval.metrics.classification import delong, delong_influence, wald_interval
-from trackeval.stats.bootstrap import nanmean_cols, nanmean_rows, percentiles, weight_blocks
+from trackeval.stats.bootstrap import (
+    IntervalMethod,
+    expanded_pvalue,
+    mean_over,
+    n_clusters,
+    nanmean_cols,
+    percentiles,
+    units_per_column,
+    weight_blocks,
+)
+
+#: how a unit's headline is built from its ``(cases x items)`` matrix: ``item_mean`` is the mean over items of the
+#: per-item means over cases (nnU-Net ``foreground_mean``: UMD, 3D-MIR, X-ray seg); ``case_mean`` the mean over
+#: cases of each case's mean over its items (IMIS image level; units with one item per case give the same value)
+Reduction = Literal["item_mean", "case_mean"]
+
+
+def _weighted_headline(
+    w: np.ndarray, filled: np.ndarray, valid: np.ndarray, items: np.ndarray, reduction: Reduction
+) -> tuple[np.ndarray, np.ndarray]:
+    """Headline and item means of the resamples ``w`` ``(b, n)``: ``(b,)`` and ``(b, k)``; NaN where a resample
+    lacks an item of the point estimate (``items``) or every case."""
+    item_means = nanmean_cols(w @ filled, w @ valid)
+    if reduction == "item_mean":
+        return mean_over(item_means, items), item_means
+    cnt = valid.sum(axis=1)
+    per_case = np.divide(filled.sum(axis=1), cnt, out=np.zeros(cnt.shape), where=cnt > 0)
+    return nanmean_cols(w @ per_case, w @ (cnt > 0).astype(np.float64)), item_means
 
 
 @dataclass(frozen=True)
-class PairedDelta:
-    """Paired differences (candidate - baseline) with percentile CIs and the bootstrap samples.
+class PairedHeadline:
+    """Candidate and baseline headlines on the same resamples, their difference and its interval.
 
-    Per item (shape ``(k,)``): ``value``, ``low``, ``high``, ``n_pairs`` (cells valid on both sides),
-    ``candidate`` and ``baseline`` (the two means over the same paired cells). ``overall*``: the mean over
-    items (items without pairs excluded). ``samples`` ``(B, k)`` and ``overall_samples`` ``(B,)`` are the
-    bootstrap replicates (NaN where a resample held no pair), for p-values.
+    ``candidate``/``baseline``: each side's own headline (exactly what its results report); ``delta`` their
+    difference with the interval ``[low, high]``; ``samples`` ``(B,)``: the replicates of ``delta`` (NaN where a
+    resample lacked an item of either point estimate), for p-values. Per item (shape ``(k,)``): ``item_candidate``,
+    ``item_baseline`` (NaN where that side has no value at all), ``item_delta`` (the side without a value counts as
+    the metric's ``best`` value), ``item_low``/``item_high``, ``item_samples`` ``(B, k)``, ``item_units`` (clusters
+    with a value on either side). ``n_units``: clusters among the cases.
     """
 
-    value: np.ndarray
-    low: np.ndarray
-    high: np.ndarray
-    n_pairs: np.ndarray
-    candidate: np.ndarray
-    baseline: np.ndarray
-    overall: float
-    overall_low: float
-    overall_high: float
-    overall_candidate: float
-    overall_baseline: float
+    candidate: float
+    baseline: float
+    delta: float
+    low: float
+    high: float
     samples: np.ndarray
-    overall_samples: np.ndarray
+    n_units: int
+    item_candidate: np.ndarray
+    item_baseline: np.ndarray
+    item_delta: np.ndarray
+    item_low: np.ndarray
+    item_high: np.ndarray
+    item_samples: np.ndarray
+    item_units: np.ndarray
 
 
-def paired_bootstrap(
+def paired_headlines(
     candidate: np.ndarray,
     baseline: np.ndarray,
+    *,
+    reduction: Reduction,
+    best: float,
     n_resamples: int = 2000,
     seed: int | Sequence[int] = 0,
     confidence: float = 0.95,
-) -> PairedDelta:
-    """Paired case-level bootstrap of ``candidate - baseline``.
+    clusters: np.ndarray | None = None,
+    method: IntervalMethod = "expanded_percentile",
+) -> PairedHeadline:
+    """Paired cluster bootstrap of ``headline(candidate) - headline(baseline)``.
+
+    Each side's headline is computed from its own cells, as its own results report it: a cell that is NaN on one
+    side only (not applicable there: the champion never painted an organ the truth lacks) does not remove the
+    other side's cell. Every resample draws clusters once and recomputes BOTH headlines on them, so the
+    correlation between the versions (and within a cluster) is kept. An item that one side has no value for at
+    all counts as ``best`` on that side in the item deltas (the other side introduced errors there).
 
     Args:
-        candidate, baseline: ``(n_cases, k)`` arrays (a 1D array is one column) with rows matched by case
-            (same case order); NaN marks a not-applicable cell.
-        n_resamples: bootstrap resamples ``B``.
-        seed: resampling seed; same inputs + seed give bit-identical results.
-        confidence: two-sided level of the percentile intervals.
+        candidate, baseline: ``(n_cases, k)`` arrays with rows matched by case (a 1D array is one column), NaN =
+            not applicable.
+        reduction: how the headline is built (:data:`Reduction`).
+        best: the metric's best value (1 for Dice, 0 for a distance).
+        n_resamples, seed, confidence: resamples ``B``, their seed, the two-sided level.
+        clusters: cluster code per case (:func:`~trackeval.stats.bootstrap.cluster_codes`); None: cases.
+        method: interval method (:mod:`trackeval.stats.bootstrap`).
 
     Returns:
-        :class:`PairedDelta`. With no pairs in a column its value and CI are NaN; with zero cases everything
-        is NaN. Identical inputs give a delta of exactly 0 with a CI of [0, 0].
+        :class:`PairedHeadline`; identical inputs give a delta of exactly 0 with the interval [0, 0].
     """
     c = np.asarray(candidate, dtype=np.float64)
     b = np.asarray(baseline, dtype=np.float64)
@@ -84,35 +125,45 @@ def paired_bootstrap(
     if not 0.0 < confidence < 1.0:
         raise ValueError("confidence must be in (0, 1)")
     n, k = c.shape
-    pair = ~(np.isnan(c) | np.isnan(b))
-    pf = pair.astype(np.float64)
-    diff = np.where(pair, c - b, 0.0)
-    n_pairs = pair.sum(axis=0)
-    cnt = n_pairs.astype(np.float64)
-    value = nanmean_cols(diff.sum(axis=0), cnt)
-    cand_mean = nanmean_cols(np.where(pair, c, 0.0).sum(axis=0), cnt)
-    base_mean = nanmean_cols(np.where(pair, b, 0.0).sum(axis=0), cnt)
-    if n == 0:
-        samples = np.full((n_resamples, k), np.nan)
-    else:
-        samples = np.concatenate([nanmean_cols(w @ diff, w @ pf) for w in weight_blocks(n, n_resamples, seed)], axis=0)
-    overall_samples = nanmean_rows(samples)
-    low, high = percentiles(samples, confidence)
-    o_low, o_high = percentiles(overall_samples, confidence)
-    return PairedDelta(
-        value=value,
-        low=low,
-        high=high,
-        n_pairs=n_pairs,
-        candidate=cand_mean,
-        baseline=base_mean,
-        overall=float(nanmean_rows(value)),
-        overall_low=float(o_low),
-        overall_high=float(o_high),
-        overall_candidate=float(nanmean_rows(cand_mean)),
-        overall_baseline=float(nanmean_rows(base_mean)),
+    sides = []
+    for m in (c, b):
+        valid = ~np.isnan(m)
+        sides.append((np.where(valid, m, 0.0), valid.astype(np.float64), valid.any(axis=0)))
+    ones = np.ones((1, n))
+    (hc, ic), (hb, ib) = (_weighted_headline(ones, f, v, items, reduction) for f, v, items in sides)
+    has_c, has_b = sides[0][2], sides[1][2]
+
+    def item_delta(cand_items: np.ndarray, base_items: np.ndarray) -> np.ndarray:
+        return np.where(has_c, cand_items, best) - np.where(has_b, base_items, best)
+
+    heads, items = [], []
+    for w in weight_blocks(n, n_resamples, seed, clusters) if n else ():
+        (rc, rci), (rb, rbi) = (_weighted_headline(w, f, v, it, reduction) for f, v, it in sides)
+        heads.append(rc - rb)
+        items.append(item_delta(rci, rbi))
+    samples = np.concatenate(heads) if heads else np.full(n_resamples, np.nan)
+    item_samples = np.concatenate(items, axis=0) if items else np.full((n_resamples, k), np.nan)
+    either = (sides[0][1] + sides[1][1]) > 0
+    item_units = units_per_column(either, clusters)
+    units = n_clusters(n, clusters)
+    low, high = percentiles(samples, confidence, units, method)
+    item_low, item_high = percentiles(item_samples, confidence, item_units, method)
+    delta_items = item_delta(ic[0], ib[0])
+    return PairedHeadline(
+        candidate=float(hc[0]),
+        baseline=float(hb[0]),
+        delta=float(hc[0] - hb[0]),
+        low=float(low),
+        high=float(high),
         samples=samples,
-        overall_samples=overall_samples,
+        n_units=units,
+        item_candidate=ic[0],
+        item_baseline=ib[0],
+        item_delta=np.where(has_c | has_b, delta_items, np.nan),
+        item_low=item_low,
+        item_high=item_high,
+        item_samples=item_samples,
+        item_units=item_units,
     )
 
 
@@ -237,18 +288,29 @@ def normal_pvalue(
     return float(norm.cdf(z) if alternative == "less" else norm.sf(z))
 
 
-def bootstrap_pvalue(samples: np.ndarray, threshold: float, alternative: Literal["less", "greater"]) -> float:
+def bootstrap_pvalue(
+    samples: np.ndarray,
+    threshold: float,
+    alternative: Literal["less", "greater"],
+    n_units: float = math.nan,
+    method: IntervalMethod = "percentile",
+) -> float:
     """One-sided bootstrap p-value of ``H1: delta < threshold`` (``less``) or ``delta > threshold`` (``greater``).
 
-    ``p = (1 + #{replicates on the H0 side}) / (1 + B)`` over the non-NaN replicates (the +1 keeps p > 0, as
-    in Davison & Hinkley); it is below ``alpha`` exactly when the one-sided ``1 - alpha`` percentile bound
-    excludes ``threshold``. No valid replicate -> 1.0 (no evidence).
+    ``percentile``: ``p = (1 + #{replicates on the H0 side}) / (1 + B)`` over the non-NaN replicates (the +1 keeps
+    p > 0, as in Davison & Hinkley); it is below ``alpha`` exactly when the one-sided ``1 - alpha`` percentile
+    bound excludes ``threshold``. ``expanded_percentile``: the level ``#{H0 side} / B`` mapped by
+    :func:`~trackeval.stats.bootstrap.expanded_pvalue` with ``n_units`` clusters, below ``alpha`` exactly when
+    the one-sided expanded bound excludes ``threshold`` (0 when every replicate lies on the H1 side, as the bound
+    then excludes it at every level). No valid replicate -> 1.0 (no evidence).
     """
     s = np.asarray(samples, dtype=np.float64)
     s = s[~np.isnan(s)]
     if s.size == 0:
         return 1.0
     on_h0 = np.count_nonzero(s >= threshold) if alternative == "less" else np.count_nonzero(s <= threshold)
+    if method == "expanded_percentile":
+        return expanded_pvalue(on_h0 / s.size, n_units, method)
     return float((1 + on_h0) / (1 + s.size))
 
 

@@ -4,6 +4,7 @@ LoggedModels (``search_logged_models``), with CIs and the registry's ``@champion
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from trackeval.gate.policy import UnitPolicy
 from trackeval.report.leaderboard import Cell, Leaderboard, Row
@@ -32,8 +33,20 @@ def leaderboard(
     """Collect the leaderboard of ``model`` (every model when None), restricted to ``units`` when given.
 
     Values come from the metrics linked to each version's LoggedModel (latest value per key); a unit without a
-    value for any listed version is left out of the columns.
+    value for any listed version is left out of the columns. A cell's ``n_missing_predictions`` is read from the
+    evaluation run its value was logged by (:func:`~trackeval.tracking.missing.run_missing`).
     """
+    from trackeval.tracking.missing import run_missing
+
+    runs: dict[str, int] = {}
+
+    def missing(run_id: str | None) -> int:
+        if not run_id:
+            return 0
+        if run_id not in runs:
+            runs[run_id] = run_missing(ml.call("get_run", ml.client.get_run, run_id))
+        return runs[run_id]
+
     found = ml.call("search_logged_models", ml.client.search_logged_models, [ml.experiment_id()])
     models = [
         m
@@ -42,11 +55,11 @@ def leaderboard(
     ]
     rows = []
     for m in models:
-        latest: dict[str, tuple[int, float]] = {}
+        latest: dict[str, Any] = {}
         for metric in m.metrics or []:
-            if metric.key not in latest or metric.timestamp >= latest[metric.key][0]:
-                latest[metric.key] = (metric.timestamp, metric.value)
-        values = {k: v for k, (_, v) in latest.items()}
+            if metric.key not in latest or metric.timestamp >= latest[metric.key].timestamp:
+                latest[metric.key] = metric
+        values = {k: metric.value for k, metric in latest.items()}
         cells = {}
         for unit, policy in policies.items():
             if units and unit not in units or policy.key not in values:
@@ -55,6 +68,7 @@ def leaderboard(
                 value=values[policy.key],
                 ci95_low=values.get(policy.key + "/ci95_low"),
                 ci95_high=values.get(policy.key + "/ci95_high"),
+                n_missing_predictions=missing(getattr(latest[policy.key], "run_id", None)),
             )
         rows.append(
             Row(

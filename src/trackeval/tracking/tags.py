@@ -6,3 +6,7 @@ KIND_PARENT, KIND_BENCHMARK, KIND_GATE = "evaluation", "benchmark", "gate_decisi
 #: model-version tag holding trackeval's model version (``v2``), and the prefix of ``eval_run.<unit>`` tags
 VERSION_TAG = TAG + "model_version"
 EVAL_RUN_TAG = TAG + "eval_run."
+#: evaluation-run tag: sha256 of the run's results.json artifact (the bytes ``track`` uploaded): its evidence digest
+RESULTS_DIGEST_TAG = TAG + "results_digest"
+#: decision-run tag set when the decision moved ``@champion`` to its candidate (``true``)
+PROMOTED_TAG = TAG + "gate.promoted"

@@ -18,7 +18,9 @@ made ``challenger`` (unless champion). The parent run is set FINISHED last, so a
 complete unit. ``track`` checks each step and does only what is missing: a process killed (or failing) between
 any two steps leaves a state that the next ``track`` of the same folder completes, and reports as repaired.
 A complete unit is not logged again, but the version's ``eval_run.<unit>`` tags are pointed at it all the same, so
-the registry follows the results that were tracked last (e.g. after a revert).
+the registry follows the results that were tracked last (e.g. after a revert). Pointing them at other results
+than the ones they hold (another results.json digest, ``trackeval.results_digest``) needs ``replace``, which then
+withdraws the aliases that rested on the old evidence (:func:`~trackeval.tracking.model_registry.withdraw_replaced`).
 
 Faults (see :mod:`trackeval.tracking.client`): the results stay on disk when MLflow fails; a run left RUNNING
 by a killed process or a dead server is marked FAILED by the next ``track`` of the same model version. SQLite
@@ -33,6 +35,7 @@ registry version and the LoggedModel likewise, see :mod:`trackeval.tracking.mode
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import tempfile
 import time
@@ -42,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from trackeval.config import TrackingConfig
+from trackeval.io.hashing import sha256_bytes
 from trackeval.io.results_folder import (
     OUTPUT_FILES,
     RESULTS_JSON,
@@ -52,7 +56,7 @@ from trackeval.results import BenchmarkResult, headline_metrics
 from trackeval.tracking.client import Mlflow, TrackingError, check_model_ref, quote, store_lock, tracking_uri
 from trackeval.tracking.lineage import dvc_data_digest, flatten, git_commit, idempotency_key
 from trackeval.tracking.model_registry import link_version, logged_model
-from trackeval.tracking.tags import EVAL_RUN_TAG, KIND_BENCHMARK, KIND_PARENT, TAG
+from trackeval.tracking.tags import EVAL_RUN_TAG, KIND_BENCHMARK, KIND_PARENT, RESULTS_DIGEST_TAG, TAG
 
 log = logging.getLogger(__name__)
 
@@ -60,8 +64,9 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class Tracked:
     """Outcome for one results folder: the evaluation run id, whether it was logged now or found already, the
-    evaluation's idempotency key (the same on every machine, unlike the run id) and the steps of its unit that
-    were missing and done now (``repaired``, see the module docstring)."""
+    evaluation's idempotency key (the same on every machine, unlike the run id), the steps of its unit that
+    were missing and done now (``repaired``, see the module docstring) and the result's
+    ``summary["n_missing_predictions"]`` (0 when the unit does not count them)."""
 
     folder: Path
     unit: str
@@ -70,16 +75,21 @@ class Tracked:
     logged: bool
     key: str
     repaired: tuple[str, ...] = ()
+    n_missing_predictions: int = 0
+    #: aliases moved because ``--replace`` changed the evidence they rested on (one line each)
+    aliases: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
 class _Evaluation:
-    """A verified results folder to track: its result (model filled in), the verified file bytes, its key."""
+    """A verified results folder to track: its result (model filled in), the verified file bytes, its key and its
+    evidence digest (the sha256 of the results.json bytes, uploaded as they are)."""
 
     folder: Path
     result: BenchmarkResult
     files: dict[str, bytes]
     key: str
+    digest: str
 
 
 def _child_tags(result: BenchmarkResult, lineage: dict[str, str], parent_id: str) -> dict[str, str]:
@@ -160,7 +170,7 @@ def _log_child(ml: Mlflow, ev: _Evaluation, lineage: dict[str, str], parent_id: 
     from mlflow.entities import Param
 
     result = ev.result
-    tags = _child_tags(result, lineage, parent_id)
+    tags = {**_child_tags(result, lineage, parent_id), RESULTS_DIGEST_TAG: ev.digest}
     name = f"{result.unit} {result.model['name']}/{result.model['version']}"
     with ml.run(name, tags) as run_id:
         params = [Param(k, v) for k, v in flatten({"benchmark": result.benchmark, **result.config}).items()]
@@ -178,11 +188,14 @@ def _log_batches(ml: Mlflow, run_id: str, metrics: list[Any]) -> None:
         ml.call("log_batch", ml.client.log_batch, run_id, metrics=metrics[i : i + 1000])
 
 
-def _settle(ml: Mlflow, key: str) -> Any | None:
-    """The FINISHED evaluation run of ``key`` (None if there is none). When there are several (two processes
-    logged it at the same time on a server store), the first to have finished is kept (earliest end time, then
-    run id: every process picks the same one) and the others are marked FAILED with ``trackeval.duplicate_of``."""
+def _settle(ml: Mlflow, key: str, digest: str) -> Any | None:
+    """The FINISHED evaluation run of ``key`` holding the results of evidence digest ``digest`` (None if there is
+    none; a run of the same key with other results, e.g. written by another trackeval version, is another
+    evaluation and is left alone). When there are several (two processes logged it at the same time on a server
+    store), the first to have finished is kept (earliest end time, then run id: every process picks the same one)
+    and the others are marked FAILED with ``trackeval.duplicate_of``."""
     runs = ml.search(f"tags.`{TAG}idempotency_key` = {quote(key)} and attributes.status = 'FINISHED'")
+    runs = [r for r in runs if _run_digest(ml, r) in (digest, None)]
     if not runs:
         return None
     winner = min(runs, key=lambda r: (r.info.end_time or 0, r.info.run_id))
@@ -190,6 +203,20 @@ def _settle(ml: Mlflow, key: str) -> Any | None:
         if run.info.run_id != winner.info.run_id:
             _demote(ml, run.info.run_id, winner.info.run_id)
     return winner
+
+
+def _run_digest(ml: Mlflow, run: Any) -> str | None:
+    """The evidence digest of an evaluation run: its ``trackeval.results_digest`` tag, else (a run tracked before
+    the tag existed) the sha256 of its results.json artifact; None when that cannot be read."""
+    from trackeval.tracking.model_registry import run_digest
+
+    tagged = run.data.tags.get(RESULTS_DIGEST_TAG)
+    if tagged:
+        return str(tagged)
+    try:
+        return run_digest(ml, run.info.run_id)
+    except (TrackingError, OSError):
+        return None
 
 
 def _demote(ml: Mlflow, run_id: str, winner_id: str) -> None:
@@ -213,23 +240,26 @@ def _fail_stale(ml: Mlflow, model_name: str, model_version: str, keep: set[str])
         ml.call("set_terminated", ml.client.set_terminated, run.info.run_id, "FAILED")
 
 
-def _check_repoint(ml: Mlflow, name: str, version: str, evaluations: list[_Evaluation], replace: bool) -> None:
-    """Refuse (unless ``replace``) to point a version's ``eval_run.<unit>`` tag away from an evaluation on other
-    data: a different ground truth (truth files, manifest, case set) would silently change what the version, and
-    any gate decision read from its tags, stands for. Nothing is deleted either way: the previous evaluation run
-    stays, and the new one records it in ``trackeval.replaces``."""
+def _check_repoint(ml: Mlflow, name: str, version: str, evaluations: list[_Evaluation], replace: bool) -> Any | None:
+    """Refuse (unless ``replace``) to point a version's ``eval_run.<unit>`` tag away from an evaluation with other
+    results: a different ground truth (truth files, manifest, case set), or any other results.json (another
+    evidence digest), would silently change what the version, and any gate decision and alias resting on it,
+    stands for. Identical results pass (re-tracking is idempotent). Nothing is deleted either way: the previous
+    evaluation run stays, and the new one records it in ``trackeval.replaces``. Returns the registered version as
+    it was (None: not registered yet)."""
     from trackeval.errors import InputError
     from trackeval.tracking.model_registry import find_version
 
     mv = find_version(ml, name, version)
     if mv is None:
-        return
+        return None
     for ev in evaluations:
         result = ev.result
         current = mv.tags.get(EVAL_RUN_TAG + result.unit)
         if not current:
             continue
-        old = ml.call("get_run", ml.client.get_run, current).data.tags.get(TAG + "ground_truth_digest", "")
+        run = ml.call("get_run", ml.client.get_run, current)
+        old = run.data.tags.get(TAG + "ground_truth_digest", "")
         if old and old != result.data.ground_truth_digest and not replace:
             raise InputError(
                 f"{name}/{version} was evaluated on {result.unit} with other ground truth (digest {old[:12]}, "
@@ -239,6 +269,35 @@ def _check_repoint(ml: Mlflow, name: str, version: str, evaluations: list[_Evalu
                 file=str(ev.folder / RESULTS_JSON),
                 field="ground_truth_digest",
             )
+        held = _run_digest(ml, run)
+        if held and held != ev.digest and not replace:
+            raise InputError(
+                f"{name}/{version} (registered version {mv.version}) already has other results for {result.unit}: "
+                f"results.json digest {held} is tracked (run {current}), these are {ev.digest}; re-pointing its "
+                f"trackeval.eval_run.{result.unit} would change the evidence its gate decisions and aliases rest on. "
+                "Track under a new model version, or pass --replace (the previous evaluation run is kept, aliases "
+                "resting on it are withdrawn and the version is gated again)",
+                file=str(ev.folder / RESULTS_JSON),
+                field="results_digest",
+            )
+    return mv
+
+
+def _withdraw(ml: Mlflow, name: str, version: str, before: Any) -> list[str]:
+    """After tracking: when an ``eval_run.<unit>`` tag of registered version ``before`` (as it was) now points at
+    other results (``--replace``), withdraw the aliases that rested on its old evidence; returns what moved."""
+    from trackeval.tracking.model_registry import find_version, run_digest, withdraw_replaced
+
+    runs_before = {k: v for k, v in before.tags.items() if k.startswith(EVAL_RUN_TAG)}
+    after = find_version(ml, name, version)
+    runs_after = {} if after is None else {k: v for k, v in after.tags.items() if k.startswith(EVAL_RUN_TAG)}
+    moved = {k for k, v in runs_before.items() if runs_after.get(k) != v}
+    if not moved:
+        return []
+    old = {k[len(EVAL_RUN_TAG) :]: run_digest(ml, v) for k, v in runs_before.items()}
+    if all(old[k[len(EVAL_RUN_TAG) :]] == run_digest(ml, runs_after[k]) for k in moved if k in runs_after):
+        return []  # re-pointed at a run with the same results: the evidence did not change
+    return withdraw_replaced(ml, name, str(before.version), old)
 
 
 def _read(folder: Path, model: dict[str, str] | None) -> _Evaluation:
@@ -251,7 +310,9 @@ def _read(folder: Path, model: dict[str, str] | None) -> _Evaluation:
     file = str(folder if folder.suffix == ".json" else folder / RESULTS_JSON)
     for part in ("name", "version"):
         check_model_ref(result.model.get(part, ""), part, file=file)
-    return _Evaluation(folder, result, verified.files, idempotency_key(result))
+    return _Evaluation(
+        folder, result, verified.files, idempotency_key(result), sha256_bytes(verified.files[RESULTS_JSON])
+    )
 
 
 def _complete(
@@ -309,7 +370,7 @@ def _track_version(
 ) -> list[Tracked]:
     """Track the evaluations of one model version: log those without a FINISHED run under a new parent run, then
     complete every unit (:func:`_complete`) and finish the parents of units found incomplete."""
-    runs = {ev.key: run for ev in evaluations if (run := _settle(ml, ev.key)) is not None}
+    runs = {ev.key: run for ev in evaluations if (run := _settle(ml, ev.key, ev.digest)) is not None}
     parents = {r.data.tags.get("mlflow.parentRunId", "") for r in runs.values()} - {""}
     incomplete = [p for p in sorted(parents) if ml.call("get_run", ml.client.get_run, p).info.status != "FINISHED"]
     _fail_stale(ml, name, version, keep=set(incomplete))
@@ -321,7 +382,7 @@ def _track_version(
             mine = set()
             for ev in todo:
                 mine.add(_log_child(ml, ev, lineage, parent_id, model_id))
-                runs[ev.key] = _settle(ml, ev.key)
+                runs[ev.key] = _settle(ml, ev.key, ev.digest)
             done = _complete(ml, name, version, runs, evaluations, model_id, new=True)
         winners = {runs[ev.key].info.run_id for ev in todo}
         if not winners & mine:  # another process logged all of them at the same time: this parent is a duplicate
@@ -344,6 +405,7 @@ def _track_version(
             runs[ev.key].info.run_id in mine,
             ev.key,
             () if runs[ev.key].info.run_id in mine else tuple(done),
+            int(ev.result.summary.get("n_missing_predictions", 0)),
         )
         for ev in evaluations
     ]
@@ -356,8 +418,10 @@ def track_results(
 
     ``model`` (``name``/``version``) fills in or overrides the model recorded in results.json. Results
     without a model name and version, or with one MLflow cannot store and find, are refused (a run must belong
-    to a model version). ``replace``: allow re-pointing a version at an evaluation on other ground truth (see
-    :func:`_check_repoint`). A local store is written under its lock (module docstring).
+    to a model version). ``replace``: allow re-pointing a version at an evaluation with other results (other
+    ground truth, or any other results.json; see :func:`_check_repoint`); every alias that rested on the
+    version's old evidence is then withdrawn (:func:`~trackeval.tracking.model_registry.withdraw_replaced`) and
+    listed in :attr:`Tracked.aliases`. A local store is written under its lock (module docstring).
 
     Raises:
         InputError: a folder does not verify, or its model name / version is refused (names the file and field).
@@ -374,8 +438,10 @@ def track_results(
         with store_lock(tracking_uri(cfg), cfg.lock_timeout_s):
             ml = Mlflow(cfg)
             for (name, version), items in by_model.items():
-                _check_repoint(ml, name, version, items, replace)
-                out += _track_version(ml, name, version, items, lineage)
+                before = _check_repoint(ml, name, version, items, replace)
+                tracked = _track_version(ml, name, version, items, lineage)
+                withdrawn = tuple(_withdraw(ml, name, version, before)) if before is not None else ()
+                out += [dataclasses.replace(t, aliases=withdrawn) for t in tracked]
     except TrackingError as exc:
         where = " ".join(str(f) for f in folders)
         raise TrackingError(

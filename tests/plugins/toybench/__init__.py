@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from trackeval.benchmarks.summaries import column_summary
+from trackeval.benchmarks.summaries import clusters_of, column_summary
 from trackeval.config import EvalConfig
 from trackeval.config.base import Section
 from trackeval.errors import InputError
@@ -59,9 +59,13 @@ def evaluate(inputs: ToyInputs, cfg: EvalConfig, model: dict[str, str]) -> Bench
     ]
     acc = np.array([c.metrics["label"]["accuracy"] for c in records])
     sites = np.array([c.groups["site"] for c in records])
-    aggregates = {"toy/accuracy": column_summary(acc, cfg.bootstrap, "toy")}
+    clusters = clusters_of(records, cfg.bootstrap)
+    aggregates = {"toy/accuracy": column_summary(acc, cfg.bootstrap, "toy", clusters)}
     for site in sorted(set(sites)):
-        aggregates[f"toy/accuracy/by_site/{site}"] = column_summary(acc[sites == site], cfg.bootstrap, site)
+        at = sites == site
+        aggregates[f"toy/accuracy/by_site/{site}"] = column_summary(
+            acc[at], cfg.bootstrap, site, None if clusters is None else clusters[at]
+        )
     digest = {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in (inputs.ground_truth, inputs.predictions)}
     return build_result(
         "toy",

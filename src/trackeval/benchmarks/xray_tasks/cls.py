@@ -5,24 +5,31 @@ Inputs: ``--ground-truth labels.csv`` (``image_id,<finding>...``; 1 positive, 0 
 columns, probabilities in [0, 1]). Optional ``--validation DIR`` with its own ``labels.csv`` and ``scores.csv``
 (same findings): the operating-point thresholds are chosen there instead of on the test set.
 
-Per finding: AUROC with its DeLong CI; sensitivity, specificity and PPV of ``score >= t`` where ``t`` is the
-highest threshold reaching 95% sensitivity (on the validation set when given, else on the test set: the source
-is logged as ``xray_run.operating_point``; a source without a positive or without a negative for the finding
-defines no point: NaN and a warning naming the finding); ECE with ``xray.cls.ece_bins`` bins. Headlines are
-macro means over findings; the macro AUROC CI uses the DeLong influence terms of all findings on the same images
-(:func:`trackeval.metrics.classification.delong_influence`); sensitivity/specificity/PPV CIs come from an
-image-level bootstrap at the fixed thresholds. Uncertain labels follow ``xray.cls.uncertain``.
+Per finding: AUROC with its DeLong CI on the logit scale
+(:func:`trackeval.metrics.classification.logit_interval`); sensitivity, specificity and PPV of ``score >= t``
+where ``t`` is the highest threshold reaching 95% sensitivity (on the validation set when given, else on the test
+set: the source is logged as ``xray_run.operating_point``; a source without a positive or without a negative for
+the finding defines no point: NaN and a warning naming the finding); ECE with ``xray.cls.ece_bins`` bins, and
+next to it ``ece_reference``, the expected ECE of a perfectly calibrated model with the same scores
+(:func:`trackeval.metrics.classification.ece_reference`). Headlines are macro means over the findings with at
+least ``xray.cls.min_positives`` positives and as many negatives in the test labels; the others keep their
+``by_finding`` aggregates, are named in a warning and listed (tokens) in ``xray_run.findings_below_min_positives``
+and counted in ``summary.n_findings_below_min_positives``, so that the gate can leave them out too. The macro
+AUROC CI uses the DeLong influence terms of those findings on the same images
+(:func:`trackeval.metrics.classification.delong_influence`), on the logit scale; sensitivity/specificity/PPV CIs
+come from an image-level bootstrap at the fixed thresholds. Uncertain labels follow ``xray.cls.uncertain``.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from trackeval.benchmarks.summaries import mean_summaries, summary
+from trackeval.benchmarks.summaries import clusters_of, mean_summaries, summary
 from trackeval.benchmarks.xray_tasks.common import TaskInputs, TaskOutput, unique_tokens
 from trackeval.config import EvalConfig
 from trackeval.errors import InputError
@@ -31,12 +38,15 @@ from trackeval.io.tables import read_csv_rows
 from trackeval.metrics.classification import (
     delong,
     delong_influence,
+    ece_reference,
     expected_calibration_error,
+    logit_interval,
     threshold_at_sensitivity,
     undefined_roc_point,
-    wald_interval,
 )
 from trackeval.results import CaseRecord, MetricSummary, metric_key
+
+log = logging.getLogger(__name__)
 
 PREFIX = "xray/cls"
 TARGET_SENSITIVITY = 0.95
@@ -177,6 +187,19 @@ def _threshold(finding: str, y: np.ndarray, s: np.ndarray, val: Table | None, va
     return threshold_at_sensitivity(y, s, TARGET_SENSITIVITY), ""
 
 
+def _below_min_positives(finding: str, y: np.ndarray, min_positives: int) -> str:
+    """The warning for a finding whose test labels ``y`` (uncertain entries removed) have fewer than
+    ``min_positives`` positives or negatives (it stays reported but out of the headlines), else ``""``."""
+    m = int(y.sum())
+    counts = [f"{k} {what}" for k, what in ((m, "positives"), (y.size - m, "negatives")) if k < min_positives]
+    if not counts:
+        return ""
+    return (
+        f"{PREFIX}: finding {finding!r} has {' and '.join(counts)} (< xray.cls.min_positives={min_positives}): "
+        "reported, not in the headline"
+    )
+
+
 def evaluate(inputs: TaskInputs, cfg: EvalConfig) -> TaskOutput:
     """Score the classification task (see the module docstring)."""
     c, boot = cfg.xray.cls, cfg.bootstrap
@@ -196,16 +219,22 @@ def evaluate(inputs: TaskInputs, cfg: EvalConfig) -> TaskOutput:
     phi = np.zeros((n_img, n_f))
     called = np.full((n_img, n_f), np.nan)
     out: dict[str, MetricSummary] = {}
-    aucs, eces, variance_ok = [], [], True
+    aucs, eces, references, variance_ok = [], [], [], True
+    in_headline = np.ones(n_f, dtype=bool)  # False: fewer than xray.cls.min_positives positives or negatives
     for j, token in enumerate(test.tokens):
         ok = ~np.isnan(test.labels[:, j])
         y, s = test.labels[ok, j].astype(np.int8), test.scores[ok, j]
+        note = _below_min_positives(test.findings[j], y, c.min_positives)
+        if note:
+            in_headline[j] = False
+            notes.append(note)
+            log.warning(note)
         d = delong(y, s)
         low, high = d.ci(boot.confidence)
         out[metric_key(PREFIX, "auroc", "by_finding", token)] = summary(
             d.auc, n_img, int(ok.sum()) if not math.isnan(d.auc) else 0, low, high
         )
-        if not math.isnan(d.auc):
+        if not math.isnan(d.auc) and in_headline[j]:
             aucs.append(d.auc)
             if math.isnan(d.variance):
                 variance_ok = False
@@ -217,20 +246,31 @@ def evaluate(inputs: TaskInputs, cfg: EvalConfig) -> TaskOutput:
         else:
             called[ok, j] = test.scores[ok, j] >= threshold
         out[metric_key(PREFIX, "threshold_at_sens95", "by_finding", token)] = summary(threshold, n_img, int(ok.sum()))
-        ece = expected_calibration_error(y, s, c.ece_bins)
-        eces.append(ece)
+        ece, reference = expected_calibration_error(y, s, c.ece_bins), ece_reference(s, c.ece_bins)
+        if in_headline[j]:
+            eces.append(ece)
+            references.append(reference)
         out[metric_key(PREFIX, "ece", "by_finding", token)] = summary(ece, n_img, int(ok.sum()))
+        out[metric_key(PREFIX, "ece_reference", "by_finding", token)] = summary(reference, n_img, int(ok.sum()))
+    if not in_headline.any():
+        note = (
+            f"{PREFIX}: no finding has {c.min_positives} positives and {c.min_positives} negatives "
+            f"(xray.cls.min_positives): the macro headlines are NaN"
+        )
+        notes.append(note)
+        log.warning(note)
     n_auc = len(aucs)
     macro = float(np.mean(aucs)) if aucs else math.nan
     low = high = math.nan
     if aucs and variance_ok:
         var = float(((phi / n_auc).sum(axis=1) ** 2).sum())
-        low, high = wald_interval(macro, var, boot.confidence)
+        low, high = logit_interval(macro, var, boot.confidence)
     out[metric_key(PREFIX, "auroc")] = summary(macro, n_img, n_img if aucs else 0, low, high)
-    valid_ece = [e for e in eces if not math.isnan(e)]
-    out[metric_key(PREFIX, "ece")] = summary(
-        float(np.mean(valid_ece)) if valid_ece else math.nan, n_img, n_img if valid_ece else 0
-    )
+    for name, values in (("ece", eces), ("ece_reference", references)):
+        valid = [e for e in values if not math.isnan(e)]
+        out[metric_key(PREFIX, name)] = summary(
+            float(np.mean(valid)) if valid else math.nan, n_img, n_img if valid else 0
+        )
     y_all = test.labels
     with np.errstate(invalid="ignore"):
         rates = {
@@ -239,7 +279,16 @@ def evaluate(inputs: TaskInputs, cfg: EvalConfig) -> TaskOutput:
             "ppv_at_sens95": np.where(called == 1, y_all, np.nan),
         }
     for name, matrix in rates.items():
-        out.update(mean_summaries(metric_key(PREFIX, name), matrix, test.tokens, "finding", boot, name))
+        out.update(
+            mean_summaries(
+                metric_key(PREFIX, name), matrix, test.tokens, "finding", boot, name, clusters_of(test.image_ids, boot)
+            )
+        )
+        if not in_headline.all():  # the headline over the findings in it; by_finding (above) keeps them all
+            key = metric_key(PREFIX, name)
+            kept = np.where(in_headline, matrix, np.nan)
+            head = mean_summaries(key, kept, test.tokens, "finding", boot, name, clusters_of(test.image_ids, boot))
+            out[key] = head[key]
     records = [
         CaseRecord(
             case_id=image_id,
@@ -262,10 +311,16 @@ def evaluate(inputs: TaskInputs, cfg: EvalConfig) -> TaskOutput:
         item_kind="finding",
         ground_truth_digest=sha256_files(*gt_files),
         predictions_digest=sha256_files(*pred_files),
-        summary={"n_images": n_img, "n_findings": n_f, "n_uncertain_labels": test.n_uncertain},
+        summary={
+            "n_images": n_img,
+            "n_findings": n_f,
+            "n_uncertain_labels": test.n_uncertain,
+            "n_findings_below_min_positives": int((~in_headline).sum()),
+        },
         warnings=notes,
         params={
             "operating_point": "validation" if val is not None else "test",
             "target_sensitivity": TARGET_SENSITIVITY,
+            "findings_below_min_positives": [t for t, keep in zip(test.tokens, in_headline, strict=True) if not keep],
         },
     )

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from trackeval.benchmarks.summaries import column_summary, summary
+from trackeval.benchmarks.summaries import clusters_of, column_summary, summary
 from trackeval.benchmarks.xray_tasks.common import TaskInputs, TaskOutput, unique_tokens
 from trackeval.config import EvalConfig
 from trackeval.errors import InputError
@@ -190,7 +190,9 @@ def evaluate(inputs: TaskInputs, cfg: EvalConfig) -> TaskOutput:
         pred_boxes = np.array([grounding.get(a["id"], a["bbox"]) for a in anns]).reshape(-1, 4)
         ious = np.where(has, grounding_iou(xywh_to_xyxy(pred_boxes), xywh_to_xyxy(truth_boxes)), 0.0)
         n_missing = int((~has).sum())
-        out[metric_key(PREFIX, "miou")] = column_summary(ious, cfg.bootstrap, "miou")
+        out[metric_key(PREFIX, "miou")] = column_summary(
+            ious, cfg.bootstrap, "miou", clusters_of([str(a["image_id"]) for a in anns], cfg.bootstrap)
+        )
         for a, v in zip(anns, ious, strict=True):
             per_image[a["image_id"]][f"annotation_{a['id']}"] = {"grounding_iou": float(v)}
         if n_missing:

@@ -9,9 +9,9 @@ Keys: ``xray/report/bleu_1`` .. ``bleu_4`` (corpus BLEU, closest reference lengt
 ``xray.report.cider_sigma`` = 6, idf from the evaluated references, mean over reports). CIs: report-level
 bootstrap; for BLEU the corpus statistics are re-summed per resample; CIDEr's idf stays that of the full set.
 
-A reference without a prediction is scored as an empty report (status ``missing_prediction``, counted); a
-prediction id without a reference, duplicate ids, malformed lines, missing fields and references that are empty
-after tokenisation are :class:`InputError`.
+A reference without a prediction is scored as an empty report (status ``missing_prediction``, counted and
+named in one warning line); no prediction for any reference, a prediction id without a reference, duplicate ids,
+malformed lines, missing fields and references that are empty after tokenisation are :class:`InputError`.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from trackeval.benchmarks.summaries import column_summary, summary
+from trackeval.benchmarks.missing import check_missing
+from trackeval.benchmarks.summaries import clusters_of, column_summary, summary
 from trackeval.benchmarks.xray_tasks.common import TaskInputs, TaskOutput
 from trackeval.config import EvalConfig
 from trackeval.config.base import BootstrapConfig
@@ -31,7 +32,7 @@ from trackeval.io.files import read_jsonl
 from trackeval.io.hashing import sha256_files
 from trackeval.metrics.text import BleuStats, NgramCorpus, bleu_from_stats, bleu_stats, cider_d, rouge_l, tokenize
 from trackeval.results import CaseRecord, MetricSummary, metric_key
-from trackeval.stats.bootstrap import group_seed, weight_blocks
+from trackeval.stats.bootstrap import group_seed, n_clusters, percentiles, weight_blocks
 
 log = logging.getLogger(__name__)
 
@@ -59,16 +60,16 @@ def _reports(path: Path, *, allow_list: bool) -> dict[str, list[str]]:
     return out
 
 
-def _bleu_summaries(stats: BleuStats, boot: BootstrapConfig) -> dict[str, MetricSummary]:
-    """Corpus BLEU-1..4 with a report-level bootstrap: per resample, weighted sums of the per-report statistics."""
+def _bleu_summaries(stats: BleuStats, boot: BootstrapConfig, clusters: np.ndarray | None) -> dict[str, MetricSummary]:
+    """Corpus BLEU-1..4 with a report-level (cluster) bootstrap: per resample, weighted sums of the per-report
+    statistics."""
     n = stats.testlen.size
     value = bleu_from_stats(stats.correct.sum(0), stats.guess.sum(0), stats.testlen.sum(), stats.reflen.sum())
     samples = [
         bleu_from_stats(w @ stats.correct, w @ stats.guess, w @ stats.testlen, w @ stats.reflen)
-        for w in weight_blocks(n, boot.n_resamples, group_seed(boot.seed, "bleu"))
+        for w in weight_blocks(n, boot.n_resamples, group_seed(boot.seed, "bleu"), clusters)
     ]
-    alpha = (1.0 - boot.confidence) / 2.0
-    low, high = np.quantile(np.concatenate(samples), [alpha, 1.0 - alpha], axis=0)
+    low, high = percentiles(np.concatenate(samples), boot.confidence, n_clusters(n, clusters), boot.interval)
     return {
         metric_key(PREFIX, f"bleu_{k + 1}"): summary(float(value[k]), n, n, float(low[k]), float(high[k]))
         for k in range(BLEU_N)
@@ -89,6 +90,14 @@ def evaluate(inputs: TaskInputs, cfg: EvalConfig) -> TaskOutput:
             field="id",
         )
     ids = list(refs)
+    notes = check_missing(
+        ids,
+        [i for i in ids if i not in preds],
+        predictions=inputs.predictions,
+        expected_name=str,
+        other_kind="id",
+        expected_kind="ids",
+    )
     ref_tokens = [[tokenize(t) for t in refs[i]] for i in ids]
     for rid, toks in zip(ids, ref_tokens, strict=True):
         if not all(toks):
@@ -104,9 +113,10 @@ def evaluate(inputs: TaskInputs, cfg: EvalConfig) -> TaskOutput:
     rouge = rouge_l(hyp_tokens, ref_tokens, beta=c.rouge_beta)
     cider = cider_d(corpus, sigma=c.cider_sigma)
     sentence_bleu = bleu_from_stats(stats.correct, stats.guess, stats.testlen, stats.reflen)
-    out = _bleu_summaries(stats, cfg.bootstrap)
-    out[metric_key(PREFIX, "rouge_l")] = column_summary(rouge, cfg.bootstrap, "rouge_l")
-    out[metric_key(PREFIX, "cider")] = column_summary(cider, cfg.bootstrap, "cider")
+    clusters = clusters_of(ids, cfg.bootstrap)
+    out = _bleu_summaries(stats, cfg.bootstrap, clusters)
+    out[metric_key(PREFIX, "rouge_l")] = column_summary(rouge, cfg.bootstrap, "rouge_l", clusters)
+    out[metric_key(PREFIX, "cider")] = column_summary(cider, cfg.bootstrap, "cider", clusters)
     records = [
         CaseRecord(
             case_id=rid,
@@ -125,7 +135,6 @@ def evaluate(inputs: TaskInputs, cfg: EvalConfig) -> TaskOutput:
         for i, rid in enumerate(ids)
     ]
     n_missing = len(ids) - len(preds)
-    notes = [f"{n_missing} reference(s) without a prediction scored as empty reports"] if n_missing else []
     for note in notes:
         log.warning(note)
     return TaskOutput(

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from trackeval.benchmarks.summaries import column_summary
+from trackeval.benchmarks.summaries import clusters_of, column_summary
 from trackeval.benchmarks.xray_tasks.common import TaskInputs, TaskOutput
 from trackeval.config import EvalConfig
 from trackeval.errors import InputError
@@ -92,7 +92,10 @@ def evaluate(inputs: TaskInputs, cfg: EvalConfig) -> TaskOutput:
         )
         for i, q in enumerate(queries)
     ]
-    aggregates = {metric_key(PREFIX, f"p_at_{k}"): column_summary(p[k], cfg.bootstrap, f"p_at_{k}") for k in ks}
+    clusters = clusters_of(queries, cfg.bootstrap)
+    aggregates = {
+        metric_key(PREFIX, f"p_at_{k}"): column_summary(p[k], cfg.bootstrap, f"p_at_{k}", clusters) for k in ks
+    }
     return TaskOutput(
         records=records,
         aggregates=aggregates,

@@ -9,7 +9,8 @@ error.
 Per image and class: Dice and IoU from one confusion pass (:mod:`trackeval.metrics.overlap`; both empty ->
 NaN, excluded; one side empty -> 0). ``xray/seg/dsc`` and ``xray/seg/miou`` are means over classes of the
 per-class means over images, with ``/by_class/<c>``, CIs from an image-level bootstrap. A missing prediction
-is scored as all background (``xray.seg.missing_prediction: worst``) or left NaN (``exclude``) and counted.
+is scored as all background (``xray.seg.missing_prediction: worst``) or left NaN (``exclude``), counted and named
+in one warning line, or an error (``error``); no prediction matching any image is an error naming the folder.
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ from pathlib import Path
 
 import numpy as np
 
+from trackeval.benchmarks.missing import check_missing
 from trackeval.benchmarks.segmentation import present_labels
-from trackeval.benchmarks.summaries import mean_summaries
+from trackeval.benchmarks.summaries import clusters_of, mean_summaries
 from trackeval.benchmarks.xray_tasks.common import TaskInputs, TaskOutput, unique_tokens
 from trackeval.config import EvalConfig
 from trackeval.engine.executors import map_cases
@@ -194,20 +196,33 @@ def evaluate(inputs: TaskInputs, cfg: EvalConfig) -> TaskOutput:
         )
     preds = _files(inputs.predictions, "predictions")
     extra = sorted(set(preds) - set(truth))
-    notes = [f"{len(extra)} prediction(s) without ground truth ignored: {', '.join(extra[:10])}"] if extra else []
+    matched = {preds[cid].name for cid in truth if cid in preds}
+    notes = check_missing(
+        list(truth),
+        [cid for cid in truth if cid not in preds],
+        predictions=inputs.predictions,
+        expected_name=lambda cid: truth[cid].name,
+        others=sorted(p.name for p in inputs.predictions.iterdir() if p.name not in matched),
+        accepted=f" (any of {', '.join(SUFFIXES)})",
+        policy=c.missing_prediction,
+        policy_field="xray.seg.missing_prediction",
+    )
+    if extra:
+        notes.append(f"{len(extra)} prediction(s) without ground truth ignored: {', '.join(extra[:10])}")
     for note in notes:
         log.warning(note)
     jobs = [_Job(cid, truth[cid], preds.get(cid), labels, c.missing_prediction) for cid in truth]
     scored = map_cases(score_case, jobs, cfg.engine, "X-ray seg images")
     records = [s.record for s in scored]
     classes = list(labels)
+    clusters = clusters_of(records, cfg.bootstrap)
     out = {}
     for metric, key in (("dsc", "dsc"), ("iou", "miou")):
         values = np.array(
             [[np.nan if (v := r.metrics[k].get(metric)) is None else v for k in classes] for r in records],
             dtype=np.float64,
         ).reshape(len(records), len(classes))
-        out.update(mean_summaries(metric_key(PREFIX, key), values, classes, "class", cfg.bootstrap, key))
+        out.update(mean_summaries(metric_key(PREFIX, key), values, classes, "class", cfg.bootstrap, key, clusters))
     return TaskOutput(
         records=records,
         aggregates=out,
