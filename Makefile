@@ -10,7 +10,7 @@ TORCH ?= torch==2.13.0
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?= -n 2
 
-.PHONY: setup demo test test-fast bench lint clean
+.PHONY: setup demo test test-fast bench lint mutation clean
 
 setup: $(VENV)/.installed
 
@@ -76,6 +76,18 @@ bench: setup
 lint: setup
 	$(VENV)/bin/ruff check src tests benchmarks
 	$(VENV)/bin/ruff format --check src tests benchmarks
+
+# mutation testing (CONTRIBUTING.md; not part of `make test` or CI): mutmut 3 (the `mutation` extra) mutates
+# src/trackeval/gate, src/trackeval/stats and the metric kernels detection/classification/overlap, runs for each
+# mutant the fast tests listed in pyproject.toml [tool.mutmut] that call the mutated function, then prints the
+# score per module. Results are kept in mutants/ (git-ignored): a second run re-tests only changed functions;
+# delete mutants/ for a full run. MUTANTS='trackeval.gate*' limits the run (mutmut's name globs).
+MUTANTS ?=
+MUTATION_CHILDREN ?= 2
+mutation: setup
+	$(PY) -m pip install --progress-bar off -e '.[mutation]'
+	$(VENV)/bin/mutmut run --max-children $(MUTATION_CHILDREN) $(if $(MUTANTS),"$(MUTANTS)")
+	$(PY) .ci/mutation_scores.py
 
 clean:
 	rm -rf $(VENV) out .pytest_cache work data mlflow.db mlartifacts

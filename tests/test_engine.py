@@ -18,7 +18,8 @@ import pytest
 
 from tests.conftest import cube, save_nifti, scaled, umd_argv, wait_for
 from trackeval.cli import main
-from trackeval.engine.cache import CaseCache, cache_key
+from trackeval.engine.cache import CaseCache, Lookup
+from trackeval.results import CaseRecord
 
 
 def _run(gt: Path, pred: Path, out: Path, *extra: str) -> bytes:
@@ -63,13 +64,16 @@ def test_cache_key_covers_inputs_and_config(umd_dataset, tmp_path: Path):
 
 def test_corrupt_cache_entry_is_a_miss(tmp_path: Path):
     cache = CaseCache(tmp_path, "ns")
-    key = cache_key("a", "b")
-    cache.put(key, {"x": 1})
-    assert cache.get(key) == {"x": 1}
+    key = cache.key({"case_id": "a", "subject_id": "a"}, {"truth": "t", "prediction": "p"}, "{}")
+    record = CaseRecord(case_id="a", subject_id="a", metrics={"x": {"dsc": 0.5}})
+    assert cache.put(key, record) == ()
+    assert cache.get(key) == Lookup(record)
     path = next(tmp_path.rglob("*.json"))
+    assert path == cache.path(key)
     path.write_text("{truncated")
-    assert cache.get(key) is None
-    assert CaseCache(None, "ns").get(key) is None
+    miss = cache.get(key)
+    assert miss.record is None and str(path) in miss.warning
+    assert CaseCache(None, "ns").get(key) == Lookup(None)
 
 
 @pytest.mark.slow

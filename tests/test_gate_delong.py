@@ -318,3 +318,21 @@ def test_case_group_rows_recompute_the_macro_delong_on_their_images(xray_results
     assert row.delta == pytest.approx(ref.overall, abs=1e-15) and row.n_pairs == int(ref.n_pairs.sum())
     assert row.std_error == pytest.approx(math.sqrt(ref.overall_variance), rel=1e-12)
     assert 0 < row.n_pairs < N_IMAGES * len(NIH_FINDINGS)
+
+
+def test_clustered_variance_sums_influence_within_a_patient():
+    rng = np.random.default_rng(4)
+    y = (rng.uniform(size=120) < 0.3).astype(float)
+    a, b = _scores(rng, y, 1.5), _scores(rng, y, 1.0)
+    plain = paired_delong(y, a, b)
+    singletons = paired_delong(y, a, b, clusters=np.arange(120))
+    assert singletons.variance[0] == pytest.approx(plain.variance[0], rel=1e-12)
+    # every image twice (two views of one patient): the AUCs are unchanged; counted as 240 independent images
+    # the variance halves, while as 120 clusters of two it is the 120-image variance again
+    yy, aa, bb = (np.repeat(v, 2) for v in (y, a, b))
+    naive = paired_delong(yy, aa, bb)
+    clustered = paired_delong(yy, aa, bb, clusters=np.repeat(np.arange(120), 2))
+    assert clustered.value[0] == pytest.approx(plain.value[0], abs=1e-12)
+    assert naive.variance[0] == pytest.approx(plain.variance[0] / 2, rel=0.05)
+    assert clustered.variance[0] == pytest.approx(plain.variance[0], rel=0.05)
+    assert clustered.overall_variance == pytest.approx(clustered.variance[0], rel=1e-12)

@@ -17,6 +17,8 @@ from trackeval.api import gate_policies, load_config
 from trackeval.benchmarks import umd
 from trackeval.config import EvalConfig
 from trackeval.gate.decide import decide
+from trackeval.report.comparison import decision_markdown
+from trackeval.report.html import decision_report
 from trackeval.results import BenchmarkResult
 
 SHAPE = (12, 12, 6)
@@ -129,3 +131,5 @@ def test_a_small_sample_says_it_cannot_resolve_the_margin(tmp_path):
     head = d.comparisons[0].rows[0]
     half = (head.ci95_high - head.ci95_low) / 2
     assert int(note.rsplit("about ", 1)[1].split()[0]) == int(np.ceil(3 * (half / 0.001) ** 2)) + 1
+    # every rendering of the decision carries it
+    assert f"Note: {note}" in decision_markdown(d) and f"<p>Note: {note}</p>" in decision_report(d)

@@ -398,3 +398,30 @@ def test_only_the_gate_user_moves_champion_on_a_basic_auth_server(
             assert gate_pw not in text and admin_pw not in text
     finally:
         _stop(proc)
+
+
+def test_pipeline_verdict_runs_verify(store, versions, tmp_path, capsys):  # noqa: F811
+    """`trackeval pipeline verdict` (the CI pipeline job's check) prints `verify`'s problems and exits 1 on one."""
+    sets, client = store
+    for version in ("champion", "organ_regress"):
+        assert main(["track", str(versions[version]), *sets]) == 0
+    assert main(["promote", "--model", "seg", "--candidate", "champion", *sets]) == 0
+    assert main(["promote", "--model", "seg", "--candidate", "organ_regress", *sets]) == 1
+    uri = client.tracking_uri
+    params = tmp_path / "params.yaml"
+    params.write_text(
+        f"tracking: {{uri: '{uri}', artifact_location: '{tmp_path / 'mlartifacts'}'}}\n"
+        "pipeline: {model_name: seg, versions: {champion: {}, organ_regress: {}}}\n",
+        encoding="utf-8",
+    )
+    (tmp_path / "work" / "gate").mkdir(parents=True)
+    (tmp_path / "work" / "gate" / "verdict.json").write_text('{"champion": "champion"}\n', encoding="utf-8")
+    verdict = ["pipeline", "verdict", "--params", str(params), "--work", str(tmp_path / "work")]
+    capsys.readouterr()
+    assert main(verdict) == 0
+    assert "seg@champion (registry): champion" in capsys.readouterr().out
+    client.set_registered_model_alias("seg", "previous", "2")  # by hand
+    assert main(verdict) == 1
+    captured = capsys.readouterr()
+    assert "@previous -> version 2 (organ_regress): moved outside the gate\n" in captured.out
+    assert "do not rest on evidence that passed the gate" in captured.err

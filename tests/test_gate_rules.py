@@ -16,7 +16,13 @@ import pytest
 from scipy.stats import norm
 
 from trackeval.config import GateConfig
-from trackeval.gate.compare import BenchmarkComparison, DeltaRow, pairing_problems, protocol_digest
+from trackeval.gate.compare import (
+    BenchmarkComparison,
+    DeltaRow,
+    compare_results,
+    pairing_problems,
+    protocol_digest,
+)
 from trackeval.gate.decide import (
     Check,
     Decision,
@@ -25,6 +31,7 @@ from trackeval.gate.decide import (
     _interval_checks,
     _missing_check,
     audit_problems,
+    compare_unit,
     decide,
     n_missing,
     resolution_note,
@@ -188,6 +195,10 @@ def test_floor_without_a_configured_floor_or_a_headline_fails():
     assert not missing.passed and missing.detail == "toy/dsc ci95_low missing >= 0.0"
     no_bound = _floor_check(_floor_result(1.0, None, None), _policy(floor=0.0), GateConfig())
     assert not no_bound.passed and no_bound.detail == "toy/dsc ci95_low missing >= 0.0"
+    by_value = _floor_check(
+        _floor_result(1.0, 1.0, 1.0, key="toy/other"), _policy(floor=0.0), GateConfig(floor_statistic="value")
+    )
+    assert not by_value.passed and by_value.detail == "toy/dsc value missing >= 0.0"
 
 
 # ------------------------------------------------------------------ the worst-group guard
@@ -380,7 +391,7 @@ def _spec(name: str, **primary) -> BenchmarkSpec:
 def test_resolve_policies_merges_unit_benchmark_and_declared_defaults():
     specs = [
         _spec("tb/seg", margin=0.01, floor=0.2, protocol=("tb.labels",), higher_is_better=False, best=0.0),
-        _spec("tb/cls", margin=0.02, group_margin=0.07, reduction="case_mean"),
+        _spec("tb/cls", margin=0.02, group_margin=0.07, reduction="case_mean", protocol=("tb.labels",)),
         _spec("solo", floor=None),
     ]
     cfg = GateConfig(
@@ -594,24 +605,27 @@ def test_decide_without_a_champion_applies_the_floor_only():
 
 def test_decide_refuses_unknown_units_missing_units_and_an_empty_candidate():
     r = _result(SCORES)
-    unknown = decide("m", "v2", {"toy": r, "zzz": r}, "v1", {"toy": r}, GateConfig(n_resamples=20), {"toy": _policy()})
+    unknown = decide("m", "v2", {"toy": r, "aaa": r}, "v1", {"toy": r}, GateConfig(n_resamples=20), {"toy": _policy()})
     assert unknown.verdict == "fail"
     assert unknown.reasons == [
-        "zzz: primary_metric: not a registered benchmark unit: no primary metric (is its plug-in installed?)"
+        "aaa: primary_metric: not a registered benchmark unit: no primary metric (is its plug-in installed?)"
     ]
+    # the units after it are still gated
+    assert [c.name for c in unknown.checks] == ["primary_metric", "audit", "non_inferiority"]
     assert set(unknown.gate_config["policies"]) == {"toy"}
-    policies = {"toy": _policy(), "two": _policy(unit="two")}
-    missing = decide("m", "v2", {"toy": r}, "v1", {"toy": r, "two": r}, GateConfig(n_resamples=20), policies)
-    assert missing.reasons == ["two: pairing: the champion was evaluated on two but the candidate was not"]
+    policies = {"toy": _policy(), "abc": _policy(unit="abc")}
+    missing = decide("m", "v2", {"toy": r}, "v1", {"toy": r, "abc": r}, GateConfig(n_resamples=20), policies)
+    assert missing.reasons == ["abc: pairing: the champion was evaluated on abc but the candidate was not"]
+    assert [c.name for c in missing.checks] == ["pairing", "audit", "non_inferiority"]
     empty = decide("m", "v2", {}, "v1", {}, GateConfig(), policies)
     assert empty.verdict == "fail" and empty.reasons == ["*: pairing: the candidate has no evaluations"]
     assert empty.gate_config["policies"] == {}
     leaky = _result(SCORES, summary={"audit/x": 1})
     audit = decide("m", "v2", {"toy": leaky}, "v1", {"toy": r}, GateConfig(n_resamples=20), {"toy": _policy()})
     assert audit.reasons == ["toy: audit: summary.audit/x = 1"]
-    assert next(c for c in decide("m", "v", {"toy": r}, None, None, GateConfig(), {"toy": _policy()}).checks).detail == (
-        "clean"
-    )
+    assert next(
+        c for c in decide("m", "v", {"toy": r}, None, None, GateConfig(), {"toy": _policy()}).checks
+    ).detail == ("clean")
 
 
 def test_decide_records_missing_predictions_groups_and_notes():
@@ -656,3 +670,50 @@ def test_decide_names_a_failed_group():
         f"p={b.p_value:.4f}, adjusted (none) {b.p_adjusted:.4f}"
     )
     assert all(c.benchmark != "*" for c in d.checks if c.name == "worst_group")
+
+
+def test_compare_unit_passes_the_units_policy_and_the_gate_settings():
+    cand = _result({"c1": 0.5, "c2": 1.0, "c3": 0.25}, extra_config={"toy": {"t": 1, "other": 1}})
+    base = _result({"c1": 0.25, "c2": 0.75, "c3": 0.5}, extra_config={"toy": {"t": 1, "other": 2}})
+    for c in (*cand.cases, *base.cases):
+        c.metrics["more"] = {"dsc": None}
+    cand.cases[0].metrics["more"] = {"dsc": 1.0}
+    policy = _policy(protocol=("toy.t",), reduction="case_mean", best=0.0)
+    cfg = GateConfig(n_resamples=40, seed=7, confidence=0.8)
+    comp = compare_unit(cand, base, policy, cfg, ("v2", "v1"))
+    # only toy.t must agree: the configs differ elsewhere
+    assert comp.problems == [] and (comp.candidate_label, comp.baseline_label) == ("v2", "v1")
+    same = compare_results(
+        cand,
+        base,
+        "dsc",
+        (),
+        n_resamples=40,
+        seed=7,
+        confidence=0.8,
+        labels=("v2", "v1"),
+        protocol=("toy.t",),
+        reduction="case_mean",
+        best=0.0,
+    )
+    assert [r.model_dump() for r in comp.rows] == [r.model_dump() for r in same.rows]
+    assert comp.rows[0].samples == same.rows[0].samples
+    # case_mean: c1 (0.5 + 1) / 2 = 0.75, c2 1.0, c3 0.25 -> 2 / 3 (the item mean would be (7 / 12 + 1) / 2)
+    assert comp.rows[0].candidate == pytest.approx(2 / 3)
+    other = compare_results(
+        cand,
+        base,
+        "dsc",
+        (),
+        n_resamples=40,
+        seed=8,
+        confidence=0.8,
+        protocol=("toy.t",),
+        reduction="case_mean",
+        best=0.0,
+    )
+    assert other.rows[0].samples != comp.rows[0].samples
+    wider = compare_unit(cand, base, policy, cfg.model_copy(update={"confidence": 0.95}), ("v2", "v1"))
+    assert wider.rows[0].ci95_low <= comp.rows[0].ci95_low and wider.rows[0].ci95_high >= comp.rows[0].ci95_high
+    assert (wider.rows[0].ci95_low, wider.rows[0].ci95_high) != (comp.rows[0].ci95_low, comp.rows[0].ci95_high)
+    assert compare_unit(cand, base, _policy(), cfg, ("v2", "v1")).problems[0].startswith("protocol config differs")

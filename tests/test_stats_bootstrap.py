@@ -58,3 +58,21 @@ def test_coverage_close_to_nominal():
         ci = bootstrap_means(x, 400, seed=i)
         hits += ci.low[0] <= 0.5 <= ci.high[0]
     assert 0.89 <= hits / reps <= 0.985
+
+
+def test_a_constant_value_lies_inside_its_own_interval():
+    # Dice 2/3 in all 20 cases: the point estimate (a sum / count) and the resample means can round apart
+    v = np.full((20, 1), 2 / 3)
+    for method in ("percentile", "expanded_percentile"):
+        ci = bootstrap_means(v, 500, seed=3, method=method)
+        assert ci.low[0] <= ci.value[0] <= ci.high[0]
+        assert ci.overall_low <= ci.overall <= ci.overall_high
+    # near-constant and single-case inputs too
+    near = np.full((7, 2), 0.1) + np.arange(7)[:, None] * 1e-17
+    ci = bootstrap_means(near, 300, seed=0, method="expanded_percentile")
+    assert (ci.low <= ci.value).all() and (ci.value <= ci.high).all()
+    one = bootstrap_means(np.array([[1 / 3]]), 50, seed=0, method="expanded_percentile")
+    assert one.low[0] <= one.value[0] <= one.high[0]
+    # no valid value: no interval, not a widened one
+    none = bootstrap_means(np.full((4, 1), np.nan), 50, seed=0)
+    assert np.isnan(none.low[0]) and np.isnan(none.high[0])

@@ -311,12 +311,18 @@ def test_paired_headlines_edges_and_argument_checks():
         paired_headlines(np.zeros(3), np.zeros(3), reduction="item_mean", best=1.0, confidence=1.0)
     # an item one side has no value for at all counts as the best value there (a distance: 0)
     d = paired_headlines(
-        np.array([[1.0, 2.0], [3.0, 4.0]]), np.array([[1.0, NAN], [3.0, NAN]]), reduction="item_mean", best=0.0,
+        np.array([[1.0, 2.0], [3.0, 4.0]]),
+        np.array([[1.0, NAN], [3.0, NAN]]),
+        reduction="item_mean",
+        best=0.0,
         n_resamples=20,
     )
     assert d.item_delta.tolist() == pytest.approx([0.0, 3.0]) and np.isnan(d.item_baseline[1])
-    assert np.isnan(paired_headlines(np.array([[NAN]]), np.array([[NAN]]), reduction="item_mean", best=1.0,
-                                     n_resamples=3).item_delta[0])
+    assert np.isnan(
+        paired_headlines(
+            np.array([[NAN]]), np.array([[NAN]]), reduction="item_mean", best=1.0, n_resamples=3
+        ).item_delta[0]
+    )
 
 
 def test_paired_delong_argument_checks():

@@ -53,6 +53,11 @@ def _rebuild_input_error(
     return cls(message, file=file, case_id=case_id, field=field)
 
 
+class WorkerDied(InputError):
+    """A worker process died while scoring (a signal such as the out-of-memory killer's SIGKILL, or an exit): the
+    message names the case(s) it was scoring, how it died and the likely cause; ``case_id`` lists the cases."""
+
+
 class ConfigError(TrackevalError):
     """Invalid configuration (params file, --set override or protocol switch)."""
 

@@ -31,7 +31,8 @@ from trackeval.errors import InputError
 #: Readers accept every 1.x file.
 SCHEMA_VERSION = "1.2"
 
-_KEY = re.compile(r"^[a-z0-9_]+(/[a-z0-9_]+)*$")
+#: a metric key (matched with ``fullmatch``; ``\Z`` because ``$`` also matches before a trailing newline)
+_KEY = re.compile(r"^[a-z0-9_]+(/[a-z0-9_]+)*\Z")
 
 CaseStatus = Literal["ok", "missing_prediction"]
 
@@ -42,7 +43,7 @@ CASE_COLUMNS: tuple[str, ...] = ("case_id", "subject_id", "status", "message")
 def metric_key(*tokens: str) -> str:
     """Join tokens into a metric key, validating each (``metric_key("umd", "dsc", "by_organ", "liver")``)."""
     key = "/".join(tokens)
-    if not _KEY.match(key):
+    if not _KEY.fullmatch(key):
         raise ValueError(f"invalid metric key {key!r}: tokens must match [a-z0-9_]+")
     return key
 
@@ -142,7 +143,7 @@ class PlotSpec(_Model):
       through ``case_metric``, a per-item metric name with ``{<series>}`` and ``{<dimension>}`` placeholders
       (IMIS: ``series="prompt"``, ``case_metric="dice_{prompt}_{click}"``; placeholder values are
       ``[a-z0-9]+``). From records, a case's value is the mean over its items, the line the mean over cases
-      with a case-level percentile bootstrap CI (the ``bootstrap`` config of the result, seed group ``""``).
+      with a bootstrap CI as the results ``bootstrap`` config says (cluster, interval; seed group ``""``).
     * ``roc``: ROC curves of every case x item that carries a 0/1 ``label`` and a ``score``: one per item
       (``dimension`` names the items, e.g. ``finding``) plus the pooled (micro) curve, with the operating point
       of the ``<unit>/threshold_at_sens95/by_<dimension>/<item>`` threshold marked where that aggregate exists.
@@ -242,7 +243,7 @@ class BenchmarkResult(_Model):
     @classmethod
     def _valid_keys(cls, v: dict[str, MetricSummary]) -> dict[str, MetricSummary]:
         for key in v:
-            if not _KEY.match(key):
+            if not _KEY.fullmatch(key):
                 raise ValueError(f"invalid metric key {key!r}")
         return v
 

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 __all__ = ["BenchmarkSpec", "PlotSpec", "PrimaryMetric", "UNIT_NAME"]
 
 #: ``benchmark`` or ``benchmark/task``: lowercase ``[a-z0-9_]`` tokens (also the metric-key prefix).
-UNIT_NAME = re.compile(r"^[a-z][a-z0-9_]*(/[a-z][a-z0-9_]*)?$")
+UNIT_NAME = re.compile(r"^[a-z][a-z0-9_]*(/[a-z][a-z0-9_]*)?\Z")  # fullmatch: ``$`` also matches before "\n"
 
 
 @dataclass(frozen=True)
@@ -110,9 +110,9 @@ class BenchmarkSpec:
     summary_metrics: tuple[str, ...] = field(default=())
 
     def __post_init__(self) -> None:
-        if not UNIT_NAME.match(self.name):
+        if not UNIT_NAME.fullmatch(self.name):
             raise ValueError(f"benchmark unit name {self.name!r} must be 'benchmark' or 'benchmark/task' ([a-z0-9_])")
-        if not UNIT_NAME.match(self.config_section) or "/" in self.config_section:
+        if not UNIT_NAME.fullmatch(self.config_section) or "/" in self.config_section:
             raise ValueError(f"{self.name}: config_section {self.config_section!r} must be one [a-z0-9_] token")
 
     @property

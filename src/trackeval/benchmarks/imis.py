@@ -21,8 +21,8 @@ and mask level (mean over all masks) as ``imis/mask_level/...``:
 ``imis.protocol: imis_bench`` (IMIS-Bench ``test.py``: everything on the ``imis.eval_size`` square grid, label
 ``-1`` click when the previous mask is exact) is live only: an offline log with it is an InputError.
 
-CIs: case-level (image) percentile bootstrap; at mask level the ratio (sum of Dice / number of masks) is
-recomputed on each resample of images, with the same resamples as the image level.
+CIs: image-level (``bootstrap.cluster``) expanded percentile bootstrap; at mask level the ratio (sum of Dice /
+number of masks) is recomputed on each resample of images, with the same resamples as the image level.
 """
 
 from __future__ import annotations
@@ -164,8 +164,9 @@ def _ratio_ci(
     b = cfg.bootstrap
     n = sums.shape[0]
     blocks = [nanmean_cols(w @ sums, w @ counts) for w in weight_blocks(n, b.n_resamples, seed, clusters)]
-    low, high = percentiles(np.concatenate(blocks, axis=0), b.confidence, n_clusters(n, clusters), b.interval)
-    return nanmean_cols(sums.sum(axis=0), counts.sum(axis=0)), low, high
+    value = nanmean_cols(sums.sum(axis=0), counts.sum(axis=0))
+    low, high = percentiles(np.concatenate(blocks, axis=0), b.confidence, n_clusters(n, clusters), b.interval, value)
+    return value, low, high
 
 
 def _summaries(

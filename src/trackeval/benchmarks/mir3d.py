@@ -185,8 +185,12 @@ def load_ground_truth(gt_dir: Path, regions: tuple[str, ...] | None = None) -> d
     out: dict[str, RegionTruth] = {}
     for region in sorted(selected):
         labels_path = labels_dir / f"{region}{LABELS_SUFFIX}"
-        if not KEY_TOKEN.match(region):
-            raise InputError("region name must be lowercase letters, digits and '_'", file=str(labels_path))
+        if not KEY_TOKEN.fullmatch(region):
+            raise InputError(
+                f"region name {region!r} must be lowercase letters, digits and '_'",
+                file=str(labels_path),
+                field="region",
+            )
         labels = _read_labels(labels_path)
         train, test = (splits_dir / f"{region}_full_{s}_split.csv" for s in ("train", "test"))
         index, queries = _read_split(train, labels["flag"]), _read_split(test, labels["flag"])

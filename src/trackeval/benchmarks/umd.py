@@ -11,15 +11,14 @@ aggregates.
 
 Aggregates (metric m in dsc, nsd, hd95): ``umd/m`` = mean over organs of the per-organ means (nnU-Net
 ``foreground_mean``), ``umd/m/by_organ/<organ>``, ``umd/m/by_modality/<mod>`` and
-``umd/m/by_modality/<mod>/by_organ/<organ>``; case-level bootstrap CIs on the headline, per-organ and
-per-modality keys. Paired modality gap ``umd/dsc_gap/<a>_vs_<b>`` (+ ``/by_organ/<organ>``): per subject
-and organ ``dsc(a) - dsc(b)`` (a subject's cases of one modality are averaged first), bootstrapped over
-subjects.
+``umd/m/by_modality/<mod>/by_organ/<organ>``; subject-level (``bootstrap.cluster``) bootstrap CIs on the
+headline, per-organ and per-modality keys. Paired modality gap ``umd/dsc_gap/<a>_vs_<b>`` (+
+``/by_organ/<organ>``): per subject and organ ``dsc(a) - dsc(b)`` (a subject's cases of one modality are averaged
+first), bootstrapped over subjects.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import warnings
 from dataclasses import dataclass
@@ -30,17 +29,17 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from trackeval.audit.leakage import AuditFinding, audit_against_training
 from trackeval.benchmarks.missing import check_missing
-from trackeval.benchmarks.segmentation import SEG_METRICS, present_labels, score_segmentation
+from trackeval.benchmarks.segmentation import SEG_METRICS, score_segmentation
 from trackeval.benchmarks.summaries import clusters_of, mean_summaries
 from trackeval.config import EvalConfig, UMDConfig
-from trackeval.engine.cache import CaseCache, cache_key
+from trackeval.engine.cache import CaseCache, log_cache_warnings
 from trackeval.engine.executors import case_threads, map_cases
 from trackeval.errors import InputError
 from trackeval.io.hashing import sha256_files
 from trackeval.io.nifti import LabelVolume, check_same_grid, read_bytes_digest, read_label_map
 from trackeval.io.paths import check_case_id, resolve_inside
 from trackeval.io.tables import read_csv_rows
-from trackeval.metrics.overlap import confusion_matrix
+from trackeval.metrics.overlap import confusion_matrix, unlisted_values
 from trackeval.results import (
     BenchmarkResult,
     CaseRecord,
@@ -89,6 +88,7 @@ class _Scored:
     record: CaseRecord
     truth_digest: str
     pred_digest: str
+    cache_warnings: tuple[str, ...] = ()  # logged once by the calling process (engine/cache.py)
 
 
 def _case_file(folder: Path, case_id: str, role: str) -> Path | None:
@@ -168,11 +168,13 @@ def audit_cases(cases: list[UMDCase], cfg: UMDConfig) -> list[AuditFinding]:
     return audit_against_training(Path(cfg.train_manifest), [c.subject_id for c in cases], images)
 
 
-def _check_label_ids(found: set[int], allowed: set[int], vol: LabelVolume, case_id: str, role: str) -> None:
-    unknown = sorted(found - allowed)
+def _check_label_ids(vol: LabelVolume, allowed: set[int], case_id: str, role: str) -> None:
+    """Refuse voxel values outside the label map before anything sized by the values is built (the confusion
+    matrix is ``K x K`` in the distinct values: 20 000 stray ids would cost 3 GB); bounded by the voxel count."""
+    unknown = unlisted_values(vol.array, allowed)
     if unknown:
         raise InputError(
-            f"{role} holds label id(s) {unknown[:10]} that are not in the label map (umd.labels)",
+            f"{role} holds label id(s) {unknown} that are not in the label map (umd.labels)",
             file=vol.path,
             case_id=case_id,
             field="voxel values",
@@ -190,11 +192,14 @@ def score_case(job: _Job) -> _Scored:
     pred_raw, pred_digest = (
         (None, "missing") if case.pred_path is None else read_bytes_digest(case.pred_path, case_id=case.case_id)
     )
-    identity = json.dumps([case.case_id, case.subject_id, case.groups], sort_keys=True)
-    key = cache_key(identity, truth_digest, pred_digest, cfg.model_dump_json(exclude={"train_manifest"}))
-    cached = job.cache.get(key)
-    if cached is not None:
-        return _Scored(CaseRecord.model_validate(cached), truth_digest, pred_digest)
+    key = job.cache.key(
+        {"case_id": case.case_id, "subject_id": case.subject_id, "groups": case.groups},
+        {"truth": truth_digest, "prediction": pred_digest},
+        cfg.model_dump_json(exclude={"train_manifest"}),
+    )
+    cached = job.cache.get(key)  # verified: a record for exactly this computation, or a miss
+    if cached.record is not None:
+        return _Scored(cached.record, truth_digest, pred_digest)
     truth = read_label_map(case.truth_path, case_id=case.case_id, raw=truth_raw, digest=truth_digest)
     pred = None
     if case.pred_path is not None:
@@ -208,8 +213,7 @@ def score_case(job: _Job) -> _Scored:
         status="missing_prediction" if pred is None else "ok",
         message="" if pred is not None else f"no prediction file; scored by policy '{cfg.missing_prediction}'",
     )
-    job.cache.put(key, record.model_dump(mode="json"))
-    return _Scored(record, truth_digest, pred_digest)
+    return _Scored(record, truth_digest, pred_digest, job.cache.put(key, record, cached))
 
 
 def _organ_metrics(
@@ -220,11 +224,10 @@ def _organ_metrics(
         return {name: {} for name in cfg.labels}
     pred_array = np.zeros_like(truth.array) if pred is None else pred.array
     allowed = {i for ids in cfg.labels.values() for i in ((ids,) if isinstance(ids, int) else ids)}
-    cm = confusion_matrix(pred_array, truth.array)
-    in_truth, in_pred = present_labels(*cm)
-    _check_label_ids(in_truth, allowed, truth, case_id, "ground truth")
+    _check_label_ids(truth, allowed, case_id, "ground truth")
     if pred is not None:
-        _check_label_ids(in_pred, allowed, pred, case_id, "prediction")
+        _check_label_ids(pred, allowed, case_id, "prediction")
+    cm = confusion_matrix(pred_array, truth.array)  # K x K with K <= len(allowed) + 1: bounded by umd.labels
     return score_segmentation(
         truth.array,
         pred_array,
@@ -309,6 +312,7 @@ def evaluate(gt_dir: Path, pred_dir: Path, cfg: EvalConfig, model: dict[str, str
         log.warning(note)
     cache = CaseCache(Path(cfg.engine.cache_dir) if cfg.engine.cache else None, NAME)
     scored = map_cases(score_case, [_Job(c, cfg.umd, cache) for c in cases], cfg.engine, "UMD cases")
+    log_cache_warnings(s.cache_warnings for s in scored)
     records = [s.record for s in scored]
     gt_digest = sha256_text(f"manifest:{manifest_digest}", *(f"{s.record.case_id}:{s.truth_digest}" for s in scored))
     pred_digest = sha256_text(*(f"{s.record.case_id}:{s.pred_digest}" for s in scored))

@@ -20,6 +20,7 @@ from pydantic import ValidationError
 from trackeval.config.base import BootstrapConfig, EngineConfig, Section
 from trackeval.config.gate import GateConfig, TrackingConfig
 from trackeval.config.imis import IMISConfig
+from trackeval.config.loader import load_yaml
 from trackeval.config.mir3d import Mir3dConfig
 from trackeval.config.umd import UMD_ORGANS, UMDConfig
 from trackeval.config.xray import XRayConfig
@@ -85,13 +86,14 @@ def parse_config(model: type[C], path: Path | None = None, overrides: list[str] 
     The file may be the pipeline's ``params.yaml``: its ``pipeline`` section (demo data and training knobs) is
     ignored here; every other top-level key must be an evaluation section. Overrides use dotted keys
     (``umd.nsd_tolerance_mm=2``) and YAML values (``umd.labels={liver: 1}``).
-    Raises :class:`ConfigError` naming the file and field on any problem.
+    Raises :class:`ConfigError` naming the file and field on any problem, a key repeated in the file or in a
+    ``--set`` value included (:func:`trackeval.config.loader.load_yaml`).
     """
     tree: dict[str, Any] = {}
     source = str(path) if path else "defaults"
     if path is not None:
         try:
-            loaded = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+            loaded = load_yaml(Path(path).read_text(encoding="utf-8"), where=f"config file {path}")
         except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
             raise ConfigError(f"cannot read config file {path}: {exc}") from exc
         if loaded is not None and not isinstance(loaded, dict):
@@ -102,7 +104,7 @@ def parse_config(model: type[C], path: Path | None = None, overrides: list[str] 
         if not sep or not key:
             raise ConfigError(f"--set expects key=value, got {item!r}")
         try:
-            value = yaml.safe_load(raw)
+            value = load_yaml(raw, where=f"--set {key.strip()}", prefix=key.strip(), inline=True)
         except yaml.YAMLError as exc:
             raise ConfigError(f"--set {key}: cannot parse value {raw!r}: {exc}") from exc
         _set_dotted(tree, key.strip(), value)

@@ -16,7 +16,9 @@ from typing import Annotated, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-KEY_TOKEN = re.compile(r"^[a-z0-9_]+$")
+#: a metric-key token; test with ``KEY_TOKEN.fullmatch`` (``\Z``, not ``$``, which also matches before a trailing
+#: newline: ``"liver\n"`` is not a token)
+KEY_TOKEN = re.compile(r"^[a-z0-9_]+\Z")
 
 #: the largest integer a config value may hold (numpy int64, what every kernel computes with)
 INT64_MAX = 2**63 - 1

@@ -18,7 +18,7 @@ Margin = Annotated[FiniteFloat, Field(ge=0.0)]
 
 def _check_keys(v: dict[str, object], what: str) -> dict[str, object]:
     for key in v:
-        if not all(KEY_TOKEN.match(t) for t in key.split("/")):
+        if not all(KEY_TOKEN.fullmatch(t) for t in key.split("/")):
             raise ValueError(f"{what} key {key!r} must be [a-z0-9_] tokens joined by '/'")
     return v
 

@@ -144,7 +144,7 @@ class IMISConfig(Section):
     @classmethod
     def _check_labels(cls, v: dict[str, int]) -> dict[str, int]:
         for name, i in v.items():
-            if not KEY_TOKEN.match(name) or i <= 0:
+            if not KEY_TOKEN.fullmatch(name) or i <= 0:
                 raise ValueError(f"label {name!r}: names are [a-z0-9_] tokens and ids are > 0")
         if len(set(v.values())) != len(v):
             raise ValueError("two target names share one label id")

@@ -41,7 +41,7 @@ class Mir3dConfig(Section):
             return v
         distinct(v, "regions (null for every region)")
         for region in v:
-            if not KEY_TOKEN.match(region):
+            if not KEY_TOKEN.fullmatch(region):
                 raise ValueError(f"region {region!r} must be lowercase letters, digits and '_'")
         return v
 

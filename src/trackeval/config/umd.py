@@ -81,7 +81,7 @@ class UMDConfig(Section):
             raise ValueError("the label map is empty")
         seen: dict[int, str] = {}
         for name, ids in v.items():
-            if not KEY_TOKEN.match(name):
+            if not KEY_TOKEN.fullmatch(name):
                 raise ValueError(f"label name {name!r} must be lowercase letters, digits and '_'")
             for i in (ids,) if isinstance(ids, int) else ids:
                 if i <= 0:

@@ -47,7 +47,7 @@ class XRaySegConfig(Section):
         if len(set(ids)) != len(ids):
             raise ValueError("two classes share a label id")
         for name, i in v.items():
-            if not KEY_TOKEN.match(name):
+            if not KEY_TOKEN.fullmatch(name):
                 raise ValueError(f"class name {name!r} must be lowercase letters, digits and '_'")
             if i <= 0:
                 raise ValueError(f"class {name!r}: id {i} must be > 0 (0 is background)")

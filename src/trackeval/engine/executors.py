@@ -30,16 +30,23 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import gc
+import logging
 import multiprocessing
 import multiprocessing.context
 import os
+import re
+import shutil
+import signal
 import sys
+import tempfile
 import threading
 import types
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ProcessPoolExecutor, wait
-from typing import TYPE_CHECKING, TypeVar
+from concurrent.futures.process import BrokenProcessPool
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from rich.console import Console
 from rich.progress import (
@@ -52,7 +59,7 @@ from rich.progress import (
 )
 
 from trackeval.config import EngineConfig
-from trackeval.errors import ConfigError, TrackevalError
+from trackeval.errors import ConfigError, TrackevalError, WorkerDied
 
 if TYPE_CHECKING:
     from distributed import LocalCluster
@@ -62,6 +69,10 @@ R = TypeVar("R")
 
 #: threads the case being scored in this process may use (see the module docstring); 1 outside a pool's tail
 _case_threads = 1
+#: in a pool worker: the run's shared :class:`_CaseTable` arrays (started, finished, peak_kib), from the initializer
+_table: tuple[Any, Any, Any] | None = None
+#: how often a LocalCluster that trackeval starts retries a case whose worker died (then KilledWorker)
+DASK_ALLOWED_FAILURES = 2
 
 
 def case_threads() -> int:
@@ -81,14 +92,47 @@ def tail_threads(n_items: int, workers: int) -> list[int]:
     return [min(workers, 1 + max(0, workers - (n_items - i))) for i in range(n_items)]
 
 
-def _with_threads(fn: Callable[[T], R], item: T, threads: int) -> R:
-    """``fn(item)`` in a pool worker, with :func:`case_threads` giving ``threads``."""
+def _with_threads(fn: Callable[[T], R], item: T, threads: int, index: int = -1) -> R:
+    """``fn(item)`` in a pool worker, with :func:`case_threads` giving ``threads``; records in the run's
+    :class:`_CaseTable` that this process started item ``index`` and, when done, its peak memory."""
     global _case_threads
     _case_threads = threads
+    table = _table if index >= 0 else None
+    if table is not None:
+        table[0][index] = os.getpid()
     try:
         return fn(item)
     finally:
         _case_threads = 1
+        if table is not None:
+            table[2][index] = _peak_kib()
+            table[1][index] = 1
+
+
+def _peak_kib() -> int:
+    """This process's peak resident memory in KiB (0 where the platform does not say)."""
+    try:
+        import resource
+    except ImportError:  # Windows
+        return 0
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+
+
+class _CaseTable:
+    """Shared memory a process pool's workers write as they score (item ``i``: the pid that started it, 1 once
+    it finished, the worker's peak memory then): when a worker dies, it says which case(s) it was scoring."""
+
+    def __init__(self, ctx: multiprocessing.context.BaseContext, n: int) -> None:
+        self.arrays = (ctx.Array("q", n, lock=False), ctx.Array("b", n, lock=False), ctx.Array("q", n, lock=False))
+
+    def in_progress(self, pids: set[int]) -> list[int]:
+        """The items started by one of ``pids`` and not finished, in input order."""
+        started, finished, _ = self.arrays
+        return [i for i, pid in enumerate(started) if pid in pids and not finished[i]]
+
+    def peak_mib(self) -> float:
+        """The highest worker peak memory over the finished items (MiB; 0 when none finished)."""
+        return max(self.arrays[2], default=0) / 1024
 
 
 def _progress(total: int, description: str) -> tuple[Progress, int]:
@@ -104,8 +148,9 @@ def _progress(total: int, description: str) -> tuple[Progress, int]:
     return progress, progress.add_task(description, total=total)
 
 
-def _init_worker() -> None:
+def _init_worker(table: tuple[Any, Any, Any] | None = None) -> None:
     """One OpenMP/torch thread per worker process (the pool already uses every core); torch is not imported.
+    ``table``: the run's :class:`_CaseTable` arrays, which :func:`_with_threads` writes.
 
     Only libraries that read ``OMP_NUM_THREADS`` when they load later in the worker (torch, for kernels that
     need it) are limited; numpy, imported first, keeps the caller's BLAS thread count, because BLAS reductions
@@ -114,6 +159,8 @@ def _init_worker() -> None:
     """
     import numpy  # noqa: F401  (loaded before the variable is set: its BLAS keeps the caller's threads)
 
+    global _table
+    _table = table
     os.environ["OMP_NUM_THREADS"] = "1"
     torch = sys.modules.get("torch")
     if torch is not None:
@@ -188,8 +235,11 @@ def map_cases(fn: Callable[[T], R], items: Sequence[T], config: EngineConfig, de
 
     The first exception raised by ``fn`` stops the run (pending cases are cancelled) and propagates.
     ``processes`` falls back to in-process execution when there is one worker or one item. ``dask``
-    retries the cases of a worker that dies (``distributed``'s ``allowed-failures``), so a lost worker
-    costs time, not results.
+    retries the cases of a worker that dies (``distributed``'s ``allowed-failures``, :data:`DASK_ALLOWED_FAILURES`
+    on a cluster trackeval starts), so a lost worker costs time, not results. A worker that dies for good (a pool
+    worker killed, e.g. by the out-of-memory killer; a case that kills every Dask worker that tries it) raises
+    :class:`~trackeval.errors.WorkerDied` naming the case(s) it was scoring, how it died and what to try. The
+    progress bar counts the cases that were scored, never the failed ones.
     """
     progress, task = _progress(len(items), description)
     if config.executor == "dask":
@@ -204,28 +254,103 @@ def map_cases(fn: Callable[[T], R], items: Sequence[T], config: EngineConfig, de
                 progress.advance(task)
             return out
     ctx = pool_context(fn, config.start_method)
-    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker) as pool:
+    table = _CaseTable(ctx, len(items))
+    broken: BrokenProcessPool | None = None
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker, initargs=(table.arrays,))
+    with pool:
         # the first submit starts the workers (all of them at once when forking): before the progress thread; a
         # forked worker's garbage collections skip the objects it inherits (none of them are copied for it)
+        futures: list[Future[R]] = []
         gc.freeze()
         try:
             budget = tail_threads(len(items), workers)
-            futures: list[Future[R]] = [
-                pool.submit(_with_threads, fn, item, threads) for item, threads in zip(items, budget, strict=True)
-            ]
+            for i, (item, threads) in enumerate(zip(items, budget, strict=True)):
+                futures.append(pool.submit(_with_threads, fn, item, threads, i))
+        except BrokenProcessPool as exc:  # a worker died before every case was submitted
+            broken = exc
         finally:
             gc.unfreeze()
-        with progress:
-            pending = set(futures)
+        order = {f: i for i, f in enumerate(futures)}
+        with progress if broken is None else contextlib.nullcontext():
+            pending = set(futures) if broken is None else set()
             while pending:
                 done, pending = wait(pending, return_when=FIRST_EXCEPTION)
-                progress.advance(task, len(done))
-                for f in done:
-                    if f.exception() is not None:
-                        for p in pending:
-                            p.cancel()
-                        raise f.exception()  # type: ignore[misc]
-        return [f.result() for f in futures]
+                failed = sorted((f for f in done if f.exception() is not None), key=order.__getitem__)
+                progress.advance(task, len(done) - len(failed))  # a failed case is not a completed one
+                if failed:
+                    for f in pending:
+                        f.cancel()
+                    exc = failed[0].exception()
+                    if not isinstance(exc, BrokenProcessPool):
+                        raise exc  # type: ignore[misc]
+                    broken = exc
+                    break
+        processes = list((getattr(pool, "_processes", None) or {}).values())  # before shutdown forgets them
+    if broken is not None:  # the pool is shut down: every worker has exited and has its exit code
+        died = _pool_worker_died(broken, processes, table, items, workers)
+        if died is broken:
+            raise broken
+        raise died from broken
+    return [f.result() for f in futures]
+
+
+def _pool_worker_died(
+    exc: BrokenProcessPool, processes: list[Any], table: _CaseTable, items: Sequence[Any], workers: int
+) -> BaseException:
+    """The :class:`WorkerDied` of a broken process pool: the cases the dead worker(s) were scoring, how they died.
+
+    When a worker dies, the pool terminates the others (SIGTERM): the dead ones are those that ended otherwise
+    (all that died, if the culprit itself got a SIGTERM). A pool broken by a result it could not read (``exc``
+    has a cause) is not a dying worker: ``exc`` is returned as it is.
+    """
+    if exc.__cause__ is not None:
+        return exc
+    for process in processes:
+        process.join(timeout=5)  # already joined by the pool's shutdown; never wait long
+    codes = {p.pid: p.exitcode for p in processes if p.exitcode not in (None, 0)}
+    dead = {pid for pid, code in codes.items() if code != -signal.SIGTERM} or set(codes)
+    cases = table.in_progress(dead)
+    how = _how_it_died(sorted({codes[pid] for pid in dead})) if dead else "died"
+    return _worker_died("a worker process", how, [_case_name(items[i], i) for i in cases], workers, table.peak_mib())
+
+
+def _case_name(item: Any, index: int) -> str:
+    """The case an item scores, for messages: its ``case_id`` (or its ``case``'s), else ``#<index>``."""
+    for holder in (item, getattr(item, "case", None)):
+        name = getattr(holder, "case_id", None)
+        if isinstance(name, str):
+            return name
+    return f"#{index}"
+
+
+def _how_it_died(exit_codes: Sequence[int]) -> str:
+    """``killed by signal 9 (SIGKILL)`` / ``exited with status 3`` (several codes: each, joined by ``or``)."""
+    words = []
+    for code in exit_codes:
+        if code < 0:
+            try:
+                name = signal.Signals(-code).name
+            except ValueError:
+                name = "unknown"
+            words.append(f"killed by signal {-code} ({name})")
+        else:
+            words.append(f"exited with status {code}")
+    return " or ".join(words) or "died"
+
+
+def _worker_died(who: str, how: str, cases: list[str], workers: int, peak_mib: float, extra: str = "") -> WorkerDied:
+    """One line: who died while scoring which case(s), how, and what to try."""
+    what = f"case {cases[0]}" if len(cases) == 1 else f"cases {', '.join(cases[:10])}" if cases else "no case"
+    peak = f" (peak memory per worker on the cases scored before: {peak_mib:.0f} MiB)" if peak_mib else ""
+    if "SIGKILL" in how:
+        cause = (
+            f"likely out of memory (the kernel's out-of-memory killer sends SIGKILL) with {workers} workers{peak}: "
+            "retry with --workers 1 (or fewer workers), or refuse volumes this large with TRACKEVAL_MAX_VOXELS"
+        )
+    else:
+        cause = f"{workers} workers{peak}: retry with --workers 1 to score one case at a time"
+    message = f"{who} died while scoring {what}: {how}{extra}; {cause}"
+    return WorkerDied(message, case_id=", ".join(cases[:10]) + (", ..." if len(cases) > 10 else "") or None)
 
 
 @contextlib.contextmanager
@@ -237,11 +362,18 @@ def local_cluster(n_workers: int) -> Iterator[LocalCluster]:
     memory to the OS after nearly every array temporary, and the page faults made scoring 1.5x (UMD) to 4.3x
     (IMIS-sized 2D masks) slower than in-process (measured with benchmarks/bench_scale.py). The clusters
     trackeval starts leave it unset; an existing cluster (``--scheduler``) keeps its own settings.
+
+    A case whose worker dies is retried :data:`DASK_ALLOWED_FAILURES` times (on a fresh worker each time), then
+    fails with ``KilledWorker`` (reported as :class:`~trackeval.errors.WorkerDied`).
     """
     import dask
     from distributed import LocalCluster
 
-    with dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}):
+    settings = {
+        "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None,
+        "distributed.scheduler.allowed-failures": DASK_ALLOWED_FAILURES,  # a case that kills its workers: bounded
+    }
+    with dask.config.set(settings):
         with LocalCluster(
             n_workers=n_workers, threads_per_worker=1, processes=True, dashboard_address=None, host="127.0.0.1"
         ) as cluster:
@@ -251,26 +383,118 @@ def local_cluster(n_workers: int) -> Iterator[LocalCluster]:
 def _map_dask(
     fn: Callable[[T], R], items: Sequence[T], config: EngineConfig, advance: Callable[[int], None]
 ) -> list[R]:
-    """Run on a ``dask.distributed`` cluster: the one at ``config.scheduler`` or a new LocalCluster."""
+    """Run on a ``dask.distributed`` cluster: the one at ``config.scheduler`` or a new LocalCluster.
+
+    Each case leaves a marker file ``<index>.<pid>`` in a temporary folder while it is scored (a worker on another
+    machine, which cannot see the folder, leaves none), and the deaths the nannies of a LocalCluster log (in this
+    process) are collected: when a case kills its workers, :func:`_dask_worker_died` names the case(s) whose
+    markers were left behind and the signal.
+    """
     from distributed import Client, as_completed
+    from distributed.scheduler import KilledWorker
 
     with contextlib.ExitStack() as stack:
+        markers = tempfile.mkdtemp(prefix="trackeval-dask-")
+        stack.callback(shutil.rmtree, markers, ignore_errors=True)
+        deaths = stack.enter_context(_nanny_deaths())
         if config.scheduler:
             try:
                 client = stack.enter_context(Client(config.scheduler, timeout=f"{config.scheduler_timeout_s}s"))
             except OSError as exc:
                 raise TrackevalError(f"cannot reach the Dask scheduler at {config.scheduler}: {exc}") from exc
+            workers = len(client.scheduler_info().get("workers", {}))
         else:
-            cluster = stack.enter_context(local_cluster(default_workers(config)))
+            workers = default_workers(config)
+            cluster = stack.enter_context(local_cluster(workers))
             client = stack.enter_context(Client(cluster))
-        futures = client.map(fn, items, pure=False)
+        futures = client.map(functools.partial(_marked, fn, markers), items, range(len(items)), pure=False)
         index = {f.key: i for i, f in enumerate(futures)}
         out: list[R | None] = [None] * len(items)
         try:
             for future in as_completed(futures):
                 out[index[future.key]] = future.result()
                 advance(1)
+        except KilledWorker as exc:
+            client.cancel(futures)
+            raise _dask_worker_died(exc, index, items, markers, deaths, workers) from exc
         except BaseException:
             client.cancel(futures)
             raise
         return out  # type: ignore[return-value]
+
+
+def _marked(fn: Callable[[T], R], markers: str, item: T, index: int) -> R:
+    """``fn(item)`` on a Dask worker, with the marker file ``<markers>/<index>.<pid>`` present while it runs."""
+    marker = os.path.join(markers, f"{index}.{os.getpid()}")
+    try:
+        with open(marker, "x"):
+            pass
+    except OSError:  # a worker on another machine: no marker, the task key names the case instead
+        marker = ""
+    try:
+        return fn(item)
+    finally:
+        if marker:
+            with contextlib.suppress(OSError):
+                os.unlink(marker)
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists on this machine."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # exists, not ours to signal
+        return True
+    return True
+
+
+_DEATH = re.compile(r"Worker process (\d+) (?:was killed by signal (\d+)|exited with status (\d+))")
+
+
+class _DeathLog(logging.Handler):
+    """Collects ``{pid: exit code}`` from the nannies' ``Worker process N was killed by signal S`` records."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.codes: dict[int, int] = {}
+
+    def emit(self, record: logging.LogRecord) -> None:
+        with contextlib.suppress(Exception):
+            if m := _DEATH.search(record.getMessage()):
+                self.codes[int(m[1])] = -int(m[2]) if m[2] else int(m[3])
+
+
+@contextlib.contextmanager
+def _nanny_deaths() -> Iterator[_DeathLog]:
+    handler = _DeathLog()
+    logger = logging.getLogger("distributed.nanny")
+    logger.addHandler(handler)
+    try:
+        yield handler
+    finally:
+        logger.removeHandler(handler)
+
+
+def _dask_worker_died(
+    exc: Any, index: dict[Any, int], items: Sequence[Any], markers: str, deaths: _DeathLog, workers: int
+) -> WorkerDied:
+    """The :class:`WorkerDied` of a ``KilledWorker``: the cases whose markers the dead workers left (else the task
+    distributed gave up on) and, where a nanny of this process logged it, the signal."""
+    marked = []
+    for name in os.listdir(markers):
+        i, _, pid = name.partition(".")
+        if i.isdigit() and pid.isdigit():
+            marked.append((int(i), int(pid)))
+    # a marker of a live worker is a case still running elsewhere: keep those of the dead (logged, else gone)
+    left = [(i, pid) for i, pid in marked if pid in deaths.codes] or [(i, p) for i, p in marked if not _alive(p)]
+    cases = sorted({i for i, _ in left})
+    if not cases and exc.task in index:
+        cases = [index[exc.task]]
+    codes = sorted({deaths.codes[pid] for _, pid in left if pid in deaths.codes})
+    how = _how_it_died(codes) if codes else "died (how: see the worker logs)"
+    n = exc.allowed_failures
+    tries = f" on each of the {n + 1} workers that tried it (distributed.scheduler.allowed-failures={n})"
+    names = [_case_name(items[i], i) for i in cases]
+    return _worker_died("a Dask worker", how, names, workers, 0.0, extra=tries)

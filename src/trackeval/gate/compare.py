@@ -384,8 +384,10 @@ def _delong_rows(
     if problems:
         return problems, []
 
+    codes = cluster_codes([c.subject_id for c in cand_cases]) if cand.resampling[0] == "subject_id" else None
+
     def analyse(rows: np.ndarray | slice) -> PairedAUC:
-        return paired_delong(y[rows], cs[rows], bs[rows], confidence)
+        return paired_delong(y[rows], cs[rows], bs[rows], confidence, None if codes is None else codes[rows])
 
     def row(key: str, dim: str, group: str, d: PairedAUC, j: int | None) -> DeltaRow:
         if j is None:

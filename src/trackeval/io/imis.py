@@ -47,7 +47,7 @@ from trackeval.io.tables import read_csv_rows
 
 DATASET_JSON = "dataset.json"
 MANIFEST = "manifest.csv"
-_SHAPE_IN_NAME = re.compile(r"\.\(\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*,\s*1\s*\)\.npz$")
+_SHAPE_IN_NAME = re.compile(r"\.\(\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*,\s*1\s*\)\.npz\Z")  # \Z: not before a "\n"
 _NOT_TOKEN = re.compile(r"[^a-z0-9]+")
 
 

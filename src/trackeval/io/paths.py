@@ -7,16 +7,18 @@ from pathlib import Path
 
 from trackeval.errors import InputError
 
-_SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
+#: matched with ``fullmatch`` (and anchored with ``\Z``): ``$`` would also match before a trailing newline
+_SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}\Z")
 
 
 def check_case_id(case_id: str, *, file: str, field: str = "case_id") -> str:
     """Return ``case_id`` if it is safe as a file name, else raise :class:`InputError`.
 
     Safe: 1-200 characters of letters, digits, ``.``, ``_``, ``-``, starting with a letter or digit, and no
-    ``..`` (so no path separators, no parent references, no hidden files).
+    ``..`` (so no path separators, no parent references, no hidden files). The whole id must match: a trailing
+    newline (``img2\\n``, which a ``$``-anchored pattern lets through) is refused like any other character.
     """
-    if not _SAFE_ID.match(case_id) or ".." in case_id:
+    if not _SAFE_ID.fullmatch(case_id) or ".." in case_id:
         raise InputError(
             f"unsafe or empty case id {case_id!r}: use letters, digits, '.', '_', '-' (no path separators or '..')",
             file=file,

@@ -162,6 +162,69 @@ def _present_values(ft: np.ndarray, fp: np.ndarray, vmax: int) -> np.ndarray:
     return np.unique(np.concatenate(parts))
 
 
+def unlisted_values(label_map: np.ndarray, allowed: Iterable[int], *, first: int = 10) -> list[int]:
+    """The ``first`` smallest distinct non-zero values of ``label_map`` that are not in ``allowed``, sorted
+    (``[]`` when every value is 0 or allowed).
+
+    The guard to run before :func:`confusion_matrix`, whose ``K x K`` int64 matrix is sized by the distinct
+    values it finds: 20 000 stray ids in a 50 KB file would cost 3 GB there. Here nothing is sized by the values:
+    one ``max`` pass (enough when ``allowed`` is ``1..max``, the usual label map); otherwise one chunked pass
+    through a presence table of ``max(allowed) + 2`` booleans (a search in the sorted allowed ids when that
+    maximum is beyond ``2**22``), keeping at most ``first`` values. Extra memory: one chunk of int64 codes, the
+    table, and a copy of the map only when it is neither C- nor Fortran-contiguous.
+
+    Raises:
+        ValueError: the map has negative values or uint64 values beyond int64.
+        TypeError: the map is not integer or bool.
+
+    Examples:
+        >>> import numpy as np
+        >>> from trackeval.metrics.overlap import unlisted_values
+        >>> unlisted_values(np.array([0, 1, 7, 3, 7, 9]), {1, 2, 3})
+        [7, 9]
+        >>> unlisted_values(np.array([0, 255, 255]), {255})
+        []
+    """
+    a = np.asarray(label_map)
+    _check_map("label map", a)
+    if a.size == 0:
+        return []
+    if a.dtype == np.bool_:
+        a = a.view(np.uint8)
+    elif a.dtype == np.uint64:
+        a = a.view(np.int64)  # every value fits: _check_map refused the others
+    int64_max = int(np.iinfo(np.int64).max)
+    ids = sorted({int(i) for i in allowed if 0 < int(i) <= int64_max})  # larger ids can never occur
+    flat = a.ravel(order="K")  # a view for C- or Fortran-contiguous maps (nibabel's)
+    vmax = int(flat.max())
+    top = ids[-1] if ids else 0
+    if vmax == 0 or (vmax <= top and len(ids) == top):  # ids are exactly 1..top: every value is listed
+        return []
+    listed_ids = np.asarray(ids, dtype=np.int64)
+    if top < _MAX_LUT:
+        table = np.zeros(top + 2, dtype=bool)  # the last slot stands for every value above top
+        table[0] = True
+        table[listed_ids] = True
+        cap = np.int64(top + 1)
+
+        def listed(chunk: np.ndarray) -> np.ndarray:
+            return table[np.minimum(chunk, cap)]
+    else:
+
+        def listed(chunk: np.ndarray) -> np.ndarray:
+            values = chunk.astype(np.int64, copy=False)
+            pos = np.minimum(np.searchsorted(listed_ids, values), listed_ids.size - 1)
+            return (values == 0) | (listed_ids[pos] == values)
+
+    found = np.zeros(0, dtype=np.int64)
+    for s in range(0, flat.size, CHUNK):
+        chunk = flat[s : s + CHUNK]
+        stray = chunk[~listed(chunk)]
+        if stray.size:
+            found = np.union1d(found, np.unique(stray)[:first].astype(np.int64))[:first]
+    return [int(v) for v in found]
+
+
 def confusion_matrix(pred: np.ndarray, truth: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Multi-class confusion matrix of two label maps in one pass.
 

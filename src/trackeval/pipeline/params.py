@@ -13,6 +13,7 @@ import yaml
 from pydantic import Field, ValidationError
 
 from trackeval.config.base import Section
+from trackeval.config.loader import load_yaml
 from trackeval.demo.segmodel import SegModelSpec
 from trackeval.errors import ConfigError
 
@@ -99,7 +100,7 @@ class PipelineParams(Section):
 def load_pipeline_params(path: Path) -> PipelineParams:
     """Read and validate the ``pipeline`` section of ``path`` (params.yaml); ConfigError naming the field."""
     try:
-        tree = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+        tree = load_yaml(Path(path).read_text(encoding="utf-8"), where=f"config file {path}") or {}
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         raise ConfigError(f"cannot read config file {path}: {exc}") from exc
     if not isinstance(tree, dict):

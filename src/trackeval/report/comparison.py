@@ -106,6 +106,7 @@ def decision_markdown(decision: Decision, baseline: str = "champion") -> str:
         "| --- | --- | --- | --- |",
     ]
     lines += [f"| {c.name} | {c.benchmark} | {'yes' if c.passed else 'NO'} | {c.detail} |" for c in decision.checks]
+    lines += [f"\nNote: {n}" for n in decision.notes]
     if decision.group_tests:
         lines += [
             "",
@@ -129,5 +130,7 @@ def print_decision(decision: Decision, console: Console | None = None, missing: 
         mark = "[green]pass[/]" if c.passed else "[red]FAIL[/]"
         console.print(f"{mark} {c.benchmark} {c.name}: {c.detail}", highlight=False)
     print_missing(missing, console)
+    for note in decision.notes:
+        console.print(f"[yellow]note:[/] {escape(note)}", highlight=False)
     colour = "green" if decision.verdict == "pass" else "red"
     console.print(f"[bold {colour}]verdict: {decision.verdict}[/] ({decision.model} {decision.candidate})")

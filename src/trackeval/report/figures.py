@@ -202,7 +202,11 @@ def _draw_bar(ax: Axes, plot: PlotSpec, runs: Runs) -> bool:
     for i, ((label, _), rows) in enumerate(zip(runs, per_run, strict=True)):
         xs = [j + (i - (len(runs) - 1) / 2) * width for j, n in enumerate(names) if n in rows]
         est, lo, hi = _ci([rows[n] for n in names if n in rows])
-        err = [[e - lo_ for e, lo_ in zip(est, lo, strict=True)], [h - e for e, h in zip(est, hi, strict=True)]]
+        # clipped at 0: a result written by an older trackeval may hold a bound rounded past its estimate
+        err = [
+            [max(0.0, e - lo_) for e, lo_ in zip(est, lo, strict=True)],
+            [max(0.0, h - e) for e, h in zip(est, hi, strict=True)],
+        ]
         ax.bar(
             xs, est, width=width * 0.95, yerr=err, capsize=2, color=VERSION_COLOURS[i], ecolor="#222222", label=label
         )

@@ -74,7 +74,7 @@ def result_report(result: BenchmarkResult, figures: list[Path]) -> str:
         body += ["<h2>Warnings</h2><ul>"] + [f"<li>{escape(w)}</li>" for w in result.warnings] + ["</ul>"]
     header = ["metric", "value", "ci95 low", "ci95 high", "n valid", "n"]
     body += [
-        "<h2>Aggregates (mean, case-level bootstrap 95% CI)</h2>",
+        "<h2>Aggregates (mean, cluster-bootstrap 95% CI)</h2>",
         _table(header, [[k, *_fmt(s)] for k, s in sorted(result.aggregates.items())]),
     ]
     if figures:
@@ -143,6 +143,7 @@ def decision_report(decision: Decision) -> str:
             [[c.name, c.benchmark, "yes" if c.passed else "NO", c.detail] for c in decision.checks],
             numeric_from=9,
         ),
+        *(f"<p>Note: {escape(n)}</p>" for n in decision.notes),
     ]
     if decision.group_tests:
         rows = [

@@ -158,12 +158,26 @@ def percentiles(
     confidence: float,
     n_units: float | np.ndarray | None = None,
     method: IntervalMethod = "percentile",
+    point: float | np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Two-sided interval of bootstrap ``samples`` (per column for 2D), ignoring NaN resamples.
 
     ``n_units``: resampling units behind the estimate (one number, or one per column for 2D), which the
     ``expanded_percentile`` method needs (:func:`interval_levels`); None with that method means no expansion.
+    ``point``: the point estimate(s); the interval is widened to contain it, so ``low <= value <= high`` holds
+    even where every resample gives the same value and the point's summation order rounds it outside.
     """
+    lo, hi = _raw_percentiles(samples, confidence, n_units, method)
+    if point is None:
+        return lo, hi
+    p = np.asarray(point, dtype=np.float64)
+    with np.errstate(invalid="ignore"):  # NaN stays NaN: no interval is not widened into one
+        return np.minimum(lo, np.where(np.isnan(p), lo, p)), np.maximum(hi, np.where(np.isnan(p), hi, p))
+
+
+def _raw_percentiles(
+    samples: np.ndarray, confidence: float, n_units: float | np.ndarray | None, method: IntervalMethod
+) -> tuple[np.ndarray, np.ndarray]:
     ok = ~np.isnan(samples)
     units = np.broadcast_to(np.asarray(np.nan if n_units is None else n_units, dtype=np.float64), samples.shape[1:])
     if samples.ndim == 1:
@@ -233,7 +247,7 @@ def bootstrap_means(
     for w in weight_blocks(n, n_resamples, seed, clusters):
         col_samples.append(nanmean_cols(w @ filled, w @ valid.astype(np.float64)))
     samples = np.concatenate(col_samples, axis=0)
-    low, high = percentiles(samples, confidence, units_per_column(valid, clusters), method)
+    low, high = percentiles(samples, confidence, units_per_column(valid, clusters), method, point)
     units = n_clusters(n, clusters) if valid.any() else np.nan
-    o_low, o_high = percentiles(mean_over(samples, ~np.isnan(point)), confidence, units, method)
+    o_low, o_high = percentiles(mean_over(samples, ~np.isnan(point)), confidence, units, method, overall)
     return MeanCI(point, low, high, n_valid, overall, float(o_low), float(o_high))

@@ -146,9 +146,9 @@ def paired_headlines(
     either = (sides[0][1] + sides[1][1]) > 0
     item_units = units_per_column(either, clusters)
     units = n_clusters(n, clusters)
-    low, high = percentiles(samples, confidence, units, method)
-    item_low, item_high = percentiles(item_samples, confidence, item_units, method)
     delta_items = item_delta(ic[0], ib[0])
+    low, high = percentiles(samples, confidence, units, method, hc[0] - hb[0])
+    item_low, item_high = percentiles(item_samples, confidence, item_units, method, delta_items)
     return PairedHeadline(
         candidate=float(hc[0]),
         baseline=float(hb[0]),
@@ -195,7 +195,11 @@ class PairedAUC:
 
 
 def paired_delong(
-    labels: np.ndarray, candidate: np.ndarray, baseline: np.ndarray, confidence: float = 0.95
+    labels: np.ndarray,
+    candidate: np.ndarray,
+    baseline: np.ndarray,
+    confidence: float = 0.95,
+    clusters: np.ndarray | None = None,
 ) -> PairedAUC:
     """DeLong's paired comparison of the AUROCs of two models scored on the same images.
 
@@ -211,6 +215,9 @@ def paired_delong(
         candidate, baseline: ``(n_images, k)`` scores of the two models, rows matched by image; a NaN score
             leaves the cell out for both models.
         confidence: two-sided level of the Wald intervals.
+        clusters: cluster code per image (a patient's images); the variances then sum the influence terms within
+            each cluster before squaring (the clustered DeLong variance of Obuchowski 1997), so correlated images
+            of one patient do not count as independent. None: every image its own cluster.
 
     Returns:
         :class:`PairedAUC`. Identical scores give a difference of exactly 0 with variance 0.
@@ -244,13 +251,13 @@ def paired_delong(
         cand_auc[j], base_auc[j], value[j] = da.auc, db.auc, da.auc - db.auc
         n_pairs[j] = yj.size
         psi[rows, j] = delong_influence(yj, da) - delong_influence(yj, db)
-        variance[j] = float((psi[rows, j] ** 2).sum())
+        variance[j] = float((_cluster_sums(psi[:, j], clusters) ** 2).sum())
         low[j], high[j] = wald_interval(value[j], variance[j], confidence, (-1.0, 1.0))
     defined = ~np.isnan(value)
     overall = overall_variance = math.nan
     if defined.any():
         overall = float(value[defined].mean())
-        overall_variance = float((psi[:, defined].mean(axis=1) ** 2).sum())
+        overall_variance = float((_cluster_sums(psi[:, defined].mean(axis=1), clusters) ** 2).sum())
     o_low, o_high = wald_interval(overall, overall_variance, confidence, (-1.0, 1.0))
     return PairedAUC(
         value=value,
@@ -267,6 +274,13 @@ def paired_delong(
         overall_candidate=float(cand_auc[defined].mean()) if defined.any() else math.nan,
         overall_baseline=float(base_auc[defined].mean()) if defined.any() else math.nan,
     )
+
+
+def _cluster_sums(values: np.ndarray, clusters: np.ndarray | None) -> np.ndarray:
+    """Per-cluster sums of per-image ``values`` (the values themselves without clusters)."""
+    if clusters is None:
+        return values
+    return np.bincount(clusters, weights=values)
 
 
 def normal_pvalue(

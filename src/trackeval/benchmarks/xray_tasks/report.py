@@ -69,7 +69,7 @@ def _bleu_summaries(stats: BleuStats, boot: BootstrapConfig, clusters: np.ndarra
         bleu_from_stats(w @ stats.correct, w @ stats.guess, w @ stats.testlen, w @ stats.reflen)
         for w in weight_blocks(n, boot.n_resamples, group_seed(boot.seed, "bleu"), clusters)
     ]
-    low, high = percentiles(np.concatenate(samples), boot.confidence, n_clusters(n, clusters), boot.interval)
+    low, high = percentiles(np.concatenate(samples), boot.confidence, n_clusters(n, clusters), boot.interval, value)
     return {
         metric_key(PREFIX, f"bleu_{k + 1}"): summary(float(value[k]), n, n, float(low[k]), float(high[k]))
         for k in range(BLEU_N)

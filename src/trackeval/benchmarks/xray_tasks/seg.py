@@ -22,7 +22,6 @@ from pathlib import Path
 import numpy as np
 
 from trackeval.benchmarks.missing import check_missing
-from trackeval.benchmarks.segmentation import present_labels
 from trackeval.benchmarks.summaries import clusters_of, mean_summaries
 from trackeval.benchmarks.xray_tasks.common import TaskInputs, TaskOutput, unique_tokens
 from trackeval.config import EvalConfig
@@ -33,7 +32,13 @@ from trackeval.io.images import load_image
 from trackeval.io.nifti import read_bytes_digest, read_label_map
 from trackeval.io.paths import check_case_id, resolve_inside
 from trackeval.io.tables import read_csv_rows
-from trackeval.metrics.overlap import confusion_matrix, counts_from_matrix, dice_from_counts, iou_from_counts
+from trackeval.metrics.overlap import (
+    confusion_matrix,
+    counts_from_matrix,
+    dice_from_counts,
+    iou_from_counts,
+    unlisted_values,
+)
 from trackeval.results import CaseRecord, metric_key
 
 log = logging.getLogger(__name__)
@@ -114,19 +119,20 @@ def score_case(job: _Job) -> _Scored:
             )
     metrics: dict[str, dict[str, float]] = {name: {} for name in job.labels}
     if pred is not None:
-        values, matrix = confusion_matrix(pred, truth)
+        # values outside the label names are refused before the confusion matrix, which is K x K in the
+        # distinct values found (20 000 stray values in a small PNG would cost 3 GB); this pass is bounded
+        # by the pixel count
         allowed = set(job.labels.values())
-        for ids, role, path in zip(
-            present_labels(values, matrix), ("truth", "prediction"), (job.truth, job.pred), strict=True
-        ):
-            unknown = sorted(ids - allowed)
+        for array, role, path in ((truth, "truth", job.truth), (pred, "prediction", job.pred)):
+            unknown = unlisted_values(array, allowed) if path is not None else []
             if unknown:
                 raise InputError(
-                    f"{role} holds pixel value(s) {unknown[:10]} that are not in the label names",
+                    f"{role} holds pixel value(s) {unknown} that are not in the label names",
                     file=str(path),
                     case_id=job.case_id,
                     field="pixel values",
                 )
+        values, matrix = confusion_matrix(pred, truth)
         counts = counts_from_matrix(values, matrix, list(job.labels.values()))
         metrics = {
             name: {

@@ -1,0 +1,361 @@
+"""The paired comparison behind the gate on hand-made results (issue 19, section 6): which rows exist, what each
+row holds, and which differences between two results make them unpairable.
+
+Every bootstrap row is checked against :func:`paired_headlines` called directly with the row's seed, so the
+arguments the comparison passes (seed per row key, clusters, interval method, reduction, best value, confidence)
+are pinned; DeLong rows likewise against :func:`paired_delong`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from trackeval.gate.compare import compare_results, headline_exclusions
+from trackeval.results import BenchmarkResult, CaseRecord, DataInfo, MetricSummary, sha256_text
+from trackeval.stats.bootstrap import cluster_codes, group_seed
+from trackeval.stats.paired import paired_delong, paired_headlines
+
+NAN = math.nan
+
+
+def _result(
+    metrics: dict[str, dict[str, dict[str, float | None]]],
+    *,
+    groups: dict[str, dict[str, str]] | None = None,
+    subjects: dict[str, str] | None = None,
+    cluster: str = "case",
+    interval: str = "percentile",
+    item_kind: str = "organ",
+    aggregates: dict[str, MetricSummary] | None = None,
+    extra_config: dict | None = None,
+    benchmark: str = "toy",
+) -> BenchmarkResult:
+    config = {"bootstrap": {"cluster": cluster, "interval": interval}, **(extra_config or {})}
+    cases = [
+        CaseRecord(
+            case_id=cid,
+            subject_id=(subjects or {}).get(cid, cid),
+            groups=(groups or {}).get(cid, {}),
+            metrics=m,
+        )
+        for cid, m in metrics.items()
+    ]
+    return BenchmarkResult(
+        benchmark=benchmark,
+        config=config,
+        config_digest=sha256_text(json.dumps(config, sort_keys=True)),
+        trackeval_version="test",
+        data=DataInfo(digest="d", ground_truth_digest="truth", predictions_digest="p", n_cases=len(cases)),
+        item_kind=item_kind,
+        cases=cases,
+        aggregates=aggregates or {},
+    )
+
+
+def _dsc(table: dict[str, tuple[float, float]]) -> dict[str, dict[str, dict[str, float]]]:
+    """``{case: (liver, heart)}`` -> case metrics (NaN: not applicable)."""
+    return {c: {"liver": {"dsc": a}, "heart": {"dsc": b}} for c, (a, b) in table.items()}
+
+
+CAND = {"c1": (1.0, 0.5), "c2": (0.75, NAN), "c3": (0.5, NAN), "c4": (1.0, 0.75), "c5": (0.25, NAN)}
+BASE = {"c1": (0.5, 0.5), "c2": (0.75, 0.5), "c3": (0.25, NAN), "c4": (0.5, 0.5), "c5": (0.5, NAN)}
+SITES = {"c1": {"site": "a"}, "c2": {"site": "a"}, "c3": {"site": "b"}, "c4": {"site": "b"}, "c5": {}}
+SUBJECTS = {"c1": "s1", "c2": "s1", "c3": "s2", "c4": "s3", "c5": "s3"}
+
+
+def _matrix(table: dict[str, tuple[float, float]], cases: list[str]) -> np.ndarray:
+    # items sorted by name: heart, liver
+    return np.array([[table[c][1], table[c][0]] for c in cases])
+
+
+def test_bootstrap_rows_hold_each_sides_headline_and_the_paired_interval():
+    cand = _result(_dsc(CAND), groups=SITES, subjects=SUBJECTS, cluster="subject_id", interval="expanded_percentile")
+    base = _result(_dsc(BASE), groups=SITES, subjects=SUBJECTS, cluster="subject_id", interval="expanded_percentile")
+    comp = compare_results(
+        cand, base, "dsc", ("organ", "site"), n_resamples=300, seed=4, confidence=0.9, labels=("v2", "v1")
+    )
+    assert comp.problems == [] and comp.method == "paired_bootstrap"
+    assert (comp.benchmark, comp.metric, comp.cluster, comp.interval) == (
+        "toy",
+        "toy/dsc",
+        "subject_id",
+        "expanded_percentile",
+    )
+    assert (comp.candidate_label, comp.baseline_label, comp.n_cases, comp.data_digest) == ("v2", "v1", 5, "truth")
+    assert comp.protocol_digest == cand.config_digest
+    assert [(r.key, r.dimension, r.group) for r in comp.rows] == [
+        ("toy/dsc", "", ""),
+        ("toy/dsc/by_organ/heart", "organ", "heart"),
+        ("toy/dsc/by_organ/liver", "organ", "liver"),
+        ("toy/dsc/by_site/a", "site", "a"),
+        ("toy/dsc/by_site/b", "site", "b"),
+    ]
+    ids = ["c1", "c2", "c3", "c4", "c5"]
+    cm, bm = _matrix(CAND, ids), _matrix(BASE, ids)
+    codes = cluster_codes([SUBJECTS[c] for c in ids])
+
+    def direct(key, rows):
+        return paired_headlines(
+            cm[rows],
+            bm[rows],
+            reduction="item_mean",
+            best=1.0,
+            n_resamples=300,
+            seed=group_seed(4, key),
+            confidence=0.9,
+            clusters=codes[rows],
+            method="expanded_percentile",
+        )
+
+    rows = {r.key: r for r in comp.rows}
+    head, whole = rows["toy/dsc"], direct("toy/dsc", slice(None))
+    # candidate: heart (0.5 + 0.75) / 2 = 0.625, liver 3.5 / 5 = 0.7; baseline: heart 0.5, liver 0.5
+    assert (head.candidate, head.baseline) == pytest.approx((0.6625, 0.5)) and head.delta == pytest.approx(0.1625)
+    assert (head.ci95_low, head.ci95_high) == (whole.low, whole.high)
+    np.testing.assert_array_equal(head.samples, whole.samples)
+    assert len(head.samples) == 300
+    assert head.n_pairs == 5 and head.n_units == 3 and head.std_error is None
+    heart = rows["toy/dsc/by_organ/heart"]
+    assert (heart.candidate, heart.baseline, heart.delta) == pytest.approx((0.625, 0.5, 0.125))
+    assert (heart.ci95_low, heart.ci95_high) == (whole.item_low[0], whole.item_high[0])
+    np.testing.assert_array_equal(heart.samples, whole.item_samples[:, 0])
+    assert heart.n_pairs == 3 and heart.n_units == 2  # c1, c2, c4 have a heart value on some side: s1 and s3
+    liver = rows["toy/dsc/by_organ/liver"]
+    assert liver.delta == pytest.approx(0.2) and liver.n_pairs == 5 and liver.n_units == 3
+    site_a = rows["toy/dsc/by_site/a"]
+    a = direct("toy/dsc/by_site/a", np.array([True, True, False, False, False]))
+    assert (site_a.candidate, site_a.baseline) == (a.candidate, a.baseline)
+    assert (site_a.ci95_low, site_a.ci95_high, site_a.n_units) == (a.low, a.high, 1) and site_a.n_pairs == 2
+    np.testing.assert_array_equal(site_a.samples, a.samples)
+
+
+def test_rows_are_reproducible_and_do_not_depend_on_the_other_rows():
+    cand, base = _result(_dsc(CAND), groups=SITES), _result(_dsc(BASE), groups=SITES)
+    full = compare_results(cand, base, "dsc", ("organ", "site"), n_resamples=200, seed=1)
+    sites = compare_results(cand, base, "dsc", ("site",), n_resamples=200, seed=1)
+    assert [r.key for r in sites.rows] == ["toy/dsc", "toy/dsc/by_site/a", "toy/dsc/by_site/b"]
+    np.testing.assert_array_equal(sites.rows[1].samples, full.rows[3].samples)  # the site row's own resamples
+    other = compare_results(cand, base, "dsc", ("site",), n_resamples=200, seed=2)
+    assert not np.array_equal(other.rows[0].samples, sites.rows[0].samples, equal_nan=True)
+    assert [r.model_dump() for r in compare_results(cand, base, "dsc", ("site",), n_resamples=200, seed=1).rows] == [
+        r.model_dump() for r in sites.rows
+    ]
+    # case order does not matter: cases are paired by id
+    shuffled = cand.model_copy(update={"cases": cand.cases[::-1]})
+    again = compare_results(shuffled, base, "dsc", ("site",), n_resamples=200, seed=1)
+    assert [r.model_dump() for r in again.rows] == [r.model_dump() for r in sites.rows]
+
+
+def test_an_item_one_side_never_has_counts_as_the_best_value_there():
+    cand = _result(_dsc({"c1": (1.0, 0.0), "c2": (0.5, 0.0)}))
+    base = _result(_dsc({"c1": (1.0, NAN), "c2": (0.5, NAN)}))
+    dice = {r.key: r for r in compare_results(cand, base, "dsc", ("organ",), n_resamples=50).rows}
+    heart = dice["toy/dsc/by_organ/heart"]
+    assert heart.candidate == 0.0 and heart.baseline is None and heart.delta == -1.0
+    assert dice["toy/dsc"].candidate == pytest.approx(0.375) and dice["toy/dsc"].baseline == pytest.approx(0.75)
+    # a distance (best 0): the hallucinated organ at distance 0 is a delta of 0 against the best value
+    dist = {r.key: r for r in compare_results(cand, base, "dsc", ("organ",), n_resamples=50, best=0.0).rows}
+    assert dist["toy/dsc/by_organ/heart"].delta == 0.0
+    none = compare_results(base, base, "dsc", ("organ",), n_resamples=50)
+    assert [r.key for r in none.rows] == ["toy/dsc", "toy/dsc/by_organ/liver"]  # no heart value on either side
+
+
+def test_case_mean_reduction_and_the_full_metric_path():
+    cand = {
+        c: {"q": {"group/ap": a}, "r": {"group/ap": b}} for c, (a, b) in {"c1": (1.0, 0.0), "c2": (1.0, NAN)}.items()
+    }
+    base = {c: {"q": {"group/ap": 0.5}, "r": {"group/ap": 0.5}} for c in ("c1", "c2")}
+    comp = compare_results(_result(cand), _result(base), "group/ap", (), n_resamples=20, reduction="case_mean")
+    head = comp.rows[0]
+    assert head.key == "toy/group/ap"
+    # case means: c1 (1 + 0) / 2 = 0.5, c2 1.0 -> 0.75 (the item mean would be (1 + 0) / 2 = 0.5)
+    assert head.candidate == pytest.approx(0.75) and head.baseline == pytest.approx(0.5)
+    item_mean = compare_results(_result(cand), _result(base), "group/ap", (), n_resamples=20)
+    assert item_mean.rows[0].candidate == pytest.approx(0.5)
+
+
+def test_no_value_on_either_side_is_a_problem():
+    empty = _result(_dsc({"c1": (NAN, NAN), "c2": (NAN, NAN)}))
+    comp = compare_results(empty, empty, "dsc", ("organ",), n_resamples=10)
+    assert comp.problems == ["no case has a dsc value in either result"] and comp.rows == []
+
+
+def test_stored_headlines_must_be_what_the_case_records_give():
+    stored = MetricSummary(value=0.6625, ci95_low=0.5, ci95_high=0.7, n=5, n_valid=5)
+    cand = _result(_dsc(CAND), aggregates={"toy/dsc": stored})
+    base = _result(_dsc(BASE))
+    ok = compare_results(cand, base, "dsc", (), n_resamples=20)
+    assert ok.problems == [] and ok.rows[0].candidate == 0.6625  # the stored value, equal up to rounding
+    wrong = _result(_dsc(CAND), aggregates={"toy/dsc": stored.model_copy(update={"value": 0.625})})
+    bad = compare_results(wrong, base, "dsc", (), n_resamples=20)
+    assert bad.rows == []
+    assert bad.problems == [
+        f"the candidate's toy/dsc = 0.625 is not what its case records give ({(0.625 + 0.7) / 2!r}): the gate "
+        "compares the reported "
+        "numbers only; re-evaluate with this trackeval"
+    ]
+    # a group row is verified too, and any problem removes every row
+    group = MetricSummary(value=0.25, n=2, n_valid=2)
+    wrong_group = _result(_dsc(BASE), aggregates={"toy/dsc/by_organ/liver": group})
+    g = compare_results(cand, wrong_group, "dsc", ("organ",), n_resamples=20)
+    assert g.rows == [] and len(g.problems) == 1 and g.problems[0].startswith("the baseline's toy/dsc/by_organ/liver")
+    # null stored for an item without any value is what the records give (NaN); a number there is not
+    no_heart = {c: (v[0], NAN) for c, v in BASE.items()}
+    null = {"toy/dsc/by_organ/heart": MetricSummary(value=None, n=5, n_valid=0)}
+    h = compare_results(_result(_dsc(CAND)), _result(_dsc(no_heart), aggregates=null), "dsc", ("organ",))
+    assert h.problems == [] and h.rows[1].key == "toy/dsc/by_organ/heart" and h.rows[1].baseline is None
+    number = {"toy/dsc/by_organ/heart": MetricSummary(value=0.5, n=5, n_valid=0)}
+    h = compare_results(_result(_dsc(CAND)), _result(_dsc(no_heart), aggregates=number), "dsc", ("organ",))
+    assert h.rows == [] and h.problems[0].startswith("the baseline's toy/dsc/by_organ/heart = 0.5 is not what")
+
+
+def test_a_case_group_without_values_has_no_row():
+    groups = {**SITES, "c5": {"site": "c"}}
+    cand = _result(_dsc({**CAND, "c5": (NAN, NAN)}), groups=groups)
+    base = _result(_dsc({**BASE, "c5": (NAN, NAN)}), groups=groups)
+    comp = compare_results(cand, base, "dsc", ("site", "modality"), n_resamples=20)
+    assert [r.key for r in comp.rows] == ["toy/dsc", "toy/dsc/by_site/a", "toy/dsc/by_site/b"]
+    assert comp.rows[0].n_pairs == 4
+
+
+# ------------------------------------------------------------------ DeLong rows (AUROC)
+
+
+def _cls(labels: dict[str, list[float | None]], scores: dict[str, list[float | None]]) -> dict:
+    """``{case: [label per finding]}`` and scores -> case metrics of findings f1, f2."""
+    return {
+        c: {f"f{j + 1}": {"label": y, "score": s} for j, (y, s) in enumerate(zip(labels[c], scores[c], strict=True))}
+        for c in labels
+    }
+
+
+IDS = [f"i{k}" for k in range(8)]
+Y = {c: [float(k % 2), float(k // 4)] for k, c in enumerate(IDS)}
+S1 = {c: [0.1 + 0.1 * k, 0.8 - 0.05 * k] for k, c in enumerate(IDS)}
+S2 = {c: [0.5 + 0.03 * ((k * 3) % 8) * (1 if k % 2 else -1), 0.2 + 0.09 * k] for k, c in enumerate(IDS)}
+
+
+def _arrays(y, s, ids=IDS):
+    return np.array([y[c] for c in ids], dtype=float), np.array([s[c] for c in ids], dtype=float)
+
+
+def test_delong_rows_equal_paired_delong_per_finding_and_group():
+    groups = {c: {"view": "ap" if k < 5 else "pa"} for k, c in enumerate(IDS)}
+    cand, base = (
+        _result(_cls(Y, S1), groups=groups, item_kind="finding"),
+        _result(_cls(Y, S2), groups=groups, item_kind="finding"),
+    )
+    comp = compare_results(cand, base, "auroc", ("finding", "view"), confidence=0.9)
+    assert comp.method == "delong" and comp.problems == []
+    assert [(r.key, r.dimension, r.group) for r in comp.rows] == [
+        ("toy/auroc", "", ""),
+        ("toy/auroc/by_finding/f1", "finding", "f1"),
+        ("toy/auroc/by_finding/f2", "finding", "f2"),
+        ("toy/auroc/by_view/ap", "view", "ap"),
+        ("toy/auroc/by_view/pa", "view", "pa"),
+    ]
+    y, a = _arrays(Y, S1)
+    _, b = _arrays(Y, S2)
+    ref = paired_delong(y, a, b, 0.9)
+    head = comp.rows[0]
+    assert (head.candidate, head.baseline, head.delta) == pytest.approx(
+        (ref.overall_candidate, ref.overall_baseline, ref.overall), abs=1e-15
+    )
+    assert (head.ci95_low, head.ci95_high) == pytest.approx((ref.overall_low, ref.overall_high), abs=1e-15)
+    assert head.std_error == pytest.approx(math.sqrt(ref.overall_variance), rel=1e-12)
+    assert head.n_pairs == head.n_units == 16 and head.samples is None
+    for j, r in enumerate(comp.rows[1:3]):
+        assert r.delta == pytest.approx(ref.value[j], abs=1e-15) and r.n_pairs == 8
+        assert (r.ci95_low, r.ci95_high) == pytest.approx((ref.low[j], ref.high[j]), abs=1e-15)
+        assert r.std_error == pytest.approx(math.sqrt(ref.variance[j]), rel=1e-12)
+    ap = paired_delong(y[:5], a[:5], b[:5], 0.9)
+    assert comp.rows[3].delta == pytest.approx(ap.overall, abs=1e-15) and comp.rows[3].n_pairs == int(ap.n_pairs.sum())
+    # f2 has a single positive among images 0..4: its variance, and so the macro one, is undefined
+    assert math.isnan(ap.overall_variance) and comp.rows[3].std_error is None
+    assert comp.rows[3].ci95_low is None and comp.rows[3].ci95_high is None
+    # images 5..7 ("pa") have no negative of f2: only f1 is defined there
+    assert comp.rows[4].n_pairs == 3
+
+
+def test_identical_auroc_versions_have_a_zero_standard_error():
+    r = _result(_cls(Y, S1), item_kind="finding")
+    comp = compare_results(r, r, "auroc", ("finding",))
+    assert [row.std_error for row in comp.rows] == [0.0, 0.0, 0.0]
+    assert all(row.delta == 0.0 for row in comp.rows)
+
+
+def test_delong_labels_must_agree_and_exist():
+    base = _result(_cls(Y, S2), item_kind="finding")
+    flipped = {**Y, "i3": [0.0, 0.0]}
+    comp = compare_results(_result(_cls(flipped, S1), item_kind="finding"), base, "auroc", ())
+    assert comp.rows == [] and comp.problems == [
+        "labels differ between the two results (case 'i3', f1: 0.0 vs 1.0); re-evaluate both versions on the same "
+        "ground truth"
+    ]
+    # an unknown label on one side only differs too
+    unknown = {**Y, "i2": [None, 0.0]}
+    u = compare_results(_result(_cls(unknown, S1), item_kind="finding"), base, "auroc", ())
+    assert u.problems == [
+        "labels differ between the two results (case 'i2', f1: nan vs 0.0); re-evaluate both versions on the same "
+        "ground truth"
+    ]
+    # unknown on both sides is the same label
+    both = compare_results(
+        _result(_cls(unknown, S1), item_kind="finding"), _result(_cls(unknown, S2), item_kind="finding"), "auroc", ()
+    )
+    assert both.problems == [] and both.rows[0].n_pairs == 15
+    bare = {c: {} for c in IDS}
+    none = compare_results(_result(bare), _result(bare), "auroc", ())
+    assert none.problems == [
+        "the case records carry no per-image 'label'/'score' values, which DeLong's AUROC comparison needs "
+        "(an xray result of --task cls has them)"
+    ]
+    one_side = compare_results(_result(bare), base, "auroc", ())
+    assert one_side.problems[0].startswith("labels differ between the two results (case 'i0', f1: nan vs 0.0)")
+
+
+def test_delong_without_a_defined_auroc_is_a_problem():
+    negatives = {c: [0.0, 0.0] for c in IDS}
+    comp = compare_results(_result(_cls(negatives, S1)), _result(_cls(negatives, S2)), "auroc", ())
+    assert comp.problems == ["no paired images: no finding has a defined AUROC in both results"]
+
+
+def test_delong_stored_headlines_are_verified():
+    y, a = _arrays(Y, S1)
+    _, b = _arrays(Y, S2)
+    ref = paired_delong(y, a, b)
+    good = MetricSummary(value=ref.overall_candidate, n=8, n_valid=8)
+    ok = compare_results(_result(_cls(Y, S1), aggregates={"toy/auroc": good}), _result(_cls(Y, S2)), "auroc", ())
+    assert ok.problems == []
+    off = MetricSummary(value=ref.overall_candidate + 0.01, n=8, n_valid=8)
+    bad = compare_results(_result(_cls(Y, S1)), _result(_cls(Y, S2), aggregates={"toy/auroc": off}), "auroc", ())
+    assert bad.rows == [] and len(bad.problems) == 1
+    assert bad.problems[0].startswith(f"the baseline's toy/auroc = {off.value!r} is not what its case records give")
+    both = compare_results(
+        _result(_cls(Y, S1), aggregates={"toy/auroc": off}),
+        _result(_cls(Y, S2), aggregates={"toy/auroc": off}),
+        "auroc",
+        (),
+    )
+    assert [p.split(" = ")[0] for p in both.problems] == ["the candidate's toy/auroc", "the baseline's toy/auroc"]
+
+
+def test_findings_below_min_positives_are_left_out_on_either_side():
+    left_out = {"toy_run": {"findings_below_min_positives": ["f2"]}}
+    assert headline_exclusions(_result({}, extra_config=left_out)) == ["f2"]
+    assert headline_exclusions(_result({})) == []
+    assert headline_exclusions(_result({}, extra_config={"toy_run": "old"})) == []
+    assert headline_exclusions(_result({}, extra_config={"toy_run": {}})) == []
+    assert headline_exclusions(_result({}, extra_config={"toy_run": {"findings_below_min_positives": [3]}})) == ["3"]
+    assert headline_exclusions(_result({}, extra_config={"other_run": {"findings_below_min_positives": ["f2"]}})) == []
+    cand = _result(_cls(Y, S1), item_kind="finding")
+    base = _result(_cls(Y, S2), item_kind="finding", extra_config=left_out)
+    comp = compare_results(cand, base, "auroc", ("finding",), protocol=("toy.x",))
+    assert comp.problems == [] and [r.key for r in comp.rows] == ["toy/auroc", "toy/auroc/by_finding/f1"]
+    y, a = _arrays(Y, S1)
+    _, b = _arrays(Y, S2)
+    assert comp.rows[0].delta == pytest.approx(paired_delong(y[:, :1], a[:, :1], b[:, :1]).overall, abs=1e-15)
