@@ -22,8 +22,8 @@ Printed, each as measured vs target:
 * the gate's pass rate at a true delta of ``-margin`` (type I error; target <= 3% from 12 subjects, <= 5% at
   6), at delta 0 (false refusals) and a power curve (delta +0.01, n = 6, 20, 50, 200);
 * DeLong coverage of the ``xray/cls/auroc`` CI at AUROC 0.7 and 0.9 with 20 and 100 positives (4 negatives
-  per positive; the X-ray classification adapter's own code path; target >= 93%), when that benchmark is
-  available;
+  per positive; the interval the X-ray classification adapter reports; at least 2000 replications; target
+  >= 93%);
 * the audit's scenarios: a candidate painting an organ the truth lacks, and one missing predictions under
   ``exclude`` (target: refused).
 
@@ -187,17 +187,22 @@ def scenarios(cfg: EvalConfig, seed: int) -> list[tuple[str, float, str, bool]]:
 
 
 def delong_coverage(reps: int, seed: int) -> list[tuple[str, float, str, bool]]:
-    """Coverage of the X-ray classification adapter's AUROC CI, when it exposes a coverage simulation."""
-    try:
-        sys.path.insert(0, os.path.dirname(__file__))
-        from bench_auroc_coverage import simulate_coverage  # the X-ray adapter's code path
-    except ImportError:
-        return []
+    """Coverage of the AUROC CI that ``xray/cls`` reports (DeLong variance, logit scale), by the binormal
+    simulation of ``bench_auroc_coverage.py`` (the product's ``delong(...).ci`` on every replication)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from bench_auroc_coverage import NEGATIVES_PER_POSITIVE, SETTINGS, TARGET, coverage
+
     rows = []
-    for auc in (0.7, 0.9):
-        for pos in (20, 100):
-            cov = simulate_coverage(auc, pos, 4 * pos, reps, seed)
-            rows.append((f"xray/cls/auroc CI coverage, AUROC {auc}, {pos} positives", cov, ">= 93%", cov >= 0.93))
+    for auc, m in SETTINGS:
+        cov, _ = coverage(auc, m, reps, seed)
+        rows.append(
+            (
+                f"xray/cls/auroc CI coverage, AUROC {auc}, {m} positives / {NEGATIVES_PER_POSITIVE * m} negatives",
+                cov,
+                f">= {TARGET:.0%}",
+                cov >= TARGET,
+            )
+        )
     return rows
 
 
@@ -212,7 +217,7 @@ def main() -> int:
     cfg = _config(args.resamples)
     t0 = time.perf_counter()
     rows = coverage(reps, cfg, args.seed) + gate_rates(reps, cfg, args.seed) + scenarios(cfg, args.seed)
-    rows += delong_coverage(reps, args.seed)
+    rows += delong_coverage(max(reps, 2000), args.seed)
     width = max(len(r[0]) for r in rows)
     print(f"{'setting':<{width}}  measured  target        met")
     for label, value, target, ok in rows:

@@ -76,12 +76,22 @@ def test_corrupt_cache_entry_is_a_miss(tmp_path: Path):
     assert CaseCache(None, "ns").get(key) == Lookup(None)
 
 
+def test_record_json_cannot_hold_is_not_cached_and_not_fatal(tmp_path: Path):
+    cache = CaseCache(tmp_path, "ns")
+    key = cache.key({"case_id": "a", "subject_id": "a"}, {"truth": "t"}, "{}")
+    record = CaseRecord(case_id="a", subject_id="a", metrics={"x": {"hd": float("inf")}})
+    assert cache.put(key, record) == ()
+    assert cache.get(key) == Lookup(None) and not list(tmp_path.rglob("*.json"))
+
+
 @pytest.mark.slow
 def test_sigkill_mid_run_then_resume_from_cache(umd_dataset, tmp_path: Path, monkeypatch):
     """SIGKILL while the last case is scored, once the three before it are cached: no output is written, and the
     re-run scores only the missing case and gives the same results as an uninterrupted run."""
     import trackeval.benchmarks.umd as umd
+    from trackeval.engine.cache import code_identity
 
+    code_identity.cache_clear()  # hash the source as the subprocess will (computed once per process)
     gt, pred = umd_dataset()  # cases scored in manifest order: s1_ct, s1_pet, s2_ct, s2_pet
     big = (240, 240, 160)  # a liver filling the volume: ~1 s of scoring on an idle core, the window for the kill
     save_nifti(gt / "s2_pet.nii.gz", cube(big, (2, 2, 2), (238, 238, 158), 1))

@@ -27,7 +27,6 @@ from tests.conftest import scaled, umd_argv
 from trackeval.cli import main
 from trackeval.io.results_folder import read_results
 from trackeval.results import BenchmarkResult
-from trackeval.tracking import track as mlflow_sink
 from trackeval.tracking.lineage import idempotency_key
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -204,7 +203,8 @@ def test_promote_compare_and_evaluate_track_cli(store, evaluated, tmp_path, caps
     assert "has no alias 'nope'" in capsys.readouterr().err
 
 
-def test_crash_mid_logging_leaves_runs_failed_then_retrack_logs_once(store, evaluated, monkeypatch, capsys):
+def test_crash_drawing_figures_logs_nothing_then_retrack_logs_once(store, evaluated, monkeypatch, capsys):
+    """The figures and the report are drawn before any run is created: a crash there leaves no run behind."""
     sets, client = store
     _, folder = evaluated["champion"]
 
@@ -215,11 +215,10 @@ def test_crash_mid_logging_leaves_runs_failed_then_retrack_logs_once(store, eval
         patch.setattr("trackeval.report.figures.save_figures", crash)
         assert main(["track", str(folder), *sets]) == 1  # an internal error: one line, exit 1
     assert "RuntimeError: figure backend crashed" in capsys.readouterr().err
-    assert [r.info.status for r in _runs(client, "benchmark")] == ["FAILED"]
-    assert [r.info.status for r in _runs(client, "evaluation")] == ["FAILED"]
+    assert _runs(client, "benchmark") == [] and _runs(client, "evaluation") == []
     assert main(["track", str(folder), *sets]) == 0
     assert len(_runs(client, "benchmark", "FINISHED")) == 1
-    assert len(_runs(client, "benchmark")) == 2
+    assert len(_runs(client, "benchmark")) == 1
 
 
 def test_unreachable_server_bounded_retries_then_clear_error(evaluated, monkeypatch, capsys, caplog):
@@ -349,17 +348,17 @@ def test_server_killed_mid_logging_then_resumed_and_ui(evaluated, migrated_db, t
 
         result, folder = evaluated["improved"]
         before = (folder / "results.json").read_bytes()
-        original = mlflow_sink._stage_artifacts
+        original = MlflowClient.log_artifacts
 
-        def kill_then_stage(*args):
+        def kill_then_upload(self, *args, **kwargs):
             _stop(proc)  # the server dies after the run was created and its metrics logged
-            return original(*args)
+            return original(self, *args, **kwargs)
 
-        monkeypatch.setattr(mlflow_sink, "_stage_artifacts", kill_then_stage)
+        monkeypatch.setattr(MlflowClient, "log_artifacts", kill_then_upload)
         assert main(["track", str(folder), *sets]) == 2
         assert "unavailable" in capsys.readouterr().err
         assert (folder / "results.json").read_bytes() == before
-        monkeypatch.setattr(mlflow_sink, "_stage_artifacts", original)
+        monkeypatch.setattr(MlflowClient, "log_artifacts", original)
 
         proc, url = _start_server(db, artifacts, log)  # same database, new port
         monkeypatch.setenv("MLFLOW_TRACKING_URI", url)

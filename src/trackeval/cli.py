@@ -13,7 +13,9 @@ Exit codes (every failure is one line on stderr, ``trackeval: error: ...``, neve
 * 130: interrupted by Ctrl-C (KeyboardInterrupt).
 
 ``trackeval --debug <command> ...`` (or ``TRACKEVAL_DEBUG=1``) also prints the traceback before the line.
-The mapping is :func:`trackeval.errors.describe_failure`. Building the parser imports only the units'
+The mapping is :func:`trackeval.errors.describe_failure`. No secret is printed: standard output and error, the
+log handlers and the error line go through :mod:`trackeval.io.redact` (URI userinfo, MLflow's credential
+variables, anything that looks like a password or token). Building the parser imports only the units'
 declarations (no torch, MONAI, MLflow, Dask or DVC).
 """
 
@@ -33,6 +35,7 @@ from trackeval.commands import leaderboard as leaderboard_commands
 from trackeval.commands import pipeline as pipeline_commands
 from trackeval.commands import tracking as tracking_commands
 from trackeval.errors import DEBUG_ENV, debug_from_env, report_failure
+from trackeval.io.redact import install_log_filter, redact, redacted_output
 
 #: argparse ``dest`` of the second word of a command (``evaluate umd``, ``pipeline train``)
 _SUBCOMMAND = {"evaluate": "benchmark", "audit": "audit_benchmark", "data": "dataset", "pipeline": "stage"}
@@ -114,26 +117,34 @@ def main(argv: list[str] | None = None) -> int:
     """Run ``trackeval`` with ``argv`` (default ``sys.argv[1:]``) and return the exit status (module docstring).
 
     Every exception a command raises is caught here, the one boundary: nothing reaches the user as a traceback
-    unless ``--debug`` asks for it. ``SystemExit`` passes through (argparse's usage errors, exit 2, and a
-    SIGTERM turned into ``SystemExit`` while an MLflow run is open); an interactive model's ``SystemExit`` never
-    gets here (:func:`trackeval.interactive.loop.call_model` reports it as a model error).
+    unless ``--debug`` asks for it, and nothing the command prints, logs or raises shows a secret
+    (:func:`~trackeval.io.redact.redacted_output`, :func:`~trackeval.io.redact.install_log_filter`).
+    ``SystemExit`` passes through (argparse's usage errors, exit 2, and a SIGTERM turned into ``SystemExit``
+    while an MLflow run is open); an interactive model's ``SystemExit`` never gets here
+    (:func:`trackeval.interactive.loop.call_model` reports it as a model error).
     """
     argv = sys.argv[1:] if argv is None else [str(a) for a in argv]
+    with redacted_output():
+        return _main(argv)
+
+
+def _main(argv: list[str]) -> int:
     debug = debug_from_env() or "--debug" in argv
     try:
         parser = build_parser()
     except (Exception, KeyboardInterrupt) as exc:  # a broken benchmark plug-in
-        return report_failure(exc, "(loading the benchmark units)", debug=debug)
+        return report_failure(exc, "(loading the benchmark units)", debug=debug, clean=redact)
     args = parser.parse_args(argv)
     debug = debug or args.debug
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
+    install_log_filter("mlflow")
     command = command_name(args)
     try:
         return COMMANDS[args.command](args)
     except SystemExit:
         raise
     except BaseException as exc:  # the one boundary: KeyboardInterrupt and GeneratorExit too
-        return report_failure(exc, command, debug=debug)
+        return report_failure(exc, command, debug=debug, clean=redact)
 
 
 def run() -> NoReturn:

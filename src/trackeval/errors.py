@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import sys
 import traceback
+from collections.abc import Callable
 
 
 class TrackevalError(Exception):
@@ -83,15 +84,18 @@ def debug_from_env() -> bool:
     return os.environ.get(DEBUG_ENV, "").strip().lower() in ("1", "true", "yes", "on")
 
 
-def _one_line(text: str) -> str:
-    """``text`` with every run of whitespace (newlines included) as one space, cut at :data:`MAX_MESSAGE_CHARS`."""
+def _one_line(text: str, clean: Callable[[str], str] | None = None) -> str:
+    """``text`` with every run of whitespace (newlines included) as one space, then ``clean``-ed (redacted: before
+    the cut, which could otherwise hide half a secret from it), cut at :data:`MAX_MESSAGE_CHARS`."""
     line = " ".join(text.split())
+    line = line if clean is None else clean(line)
     return line if len(line) <= MAX_MESSAGE_CHARS else line[: MAX_MESSAGE_CHARS - 3] + "..."
 
 
-def describe_failure(exc: BaseException, command: str) -> tuple[int, str]:
+def describe_failure(exc: BaseException, command: str, *, clean: Callable[[str], str] | None = None) -> tuple[int, str]:
     """The exit status and the one-line message (without the ``trackeval: error:`` prefix) of ``exc`` escaping
-    ``trackeval <command>``.
+    ``trackeval <command>``; ``clean`` is applied to the message (the CLI passes
+    :func:`trackeval.io.redact.redact`: no secret in any error line).
 
     The mapping (documented in ``docs/troubleshooting.md``):
 
@@ -108,19 +112,19 @@ def describe_failure(exc: BaseException, command: str) -> tuple[int, str]:
     from pydantic import ValidationError
 
     if isinstance(exc, TrackevalError):
-        return EXIT_BAD_INPUT, _one_line(str(exc))
+        return EXIT_BAD_INPUT, _one_line(str(exc), clean)
     if isinstance(exc, KeyboardInterrupt):
         return EXIT_INTERRUPTED, f"trackeval {command}: interrupted (Ctrl-C)"
     if isinstance(exc, OSError):
         reason = exc.strerror or str(exc) or type(exc).__name__
         where = InputError(f"trackeval {command}: {type(exc).__name__}: {reason}", file=_filename(exc))
-        return EXIT_BAD_INPUT, f"{_one_line(str(where))} ({DEBUG_HINT})"
+        return EXIT_BAD_INPUT, f"{_one_line(str(where), clean)} ({DEBUG_HINT})"
     if isinstance(exc, ValidationError):
         first = exc.errors()[0]
         loc = ".".join(str(p) for p in first["loc"]) or None
         where = InputError(f"trackeval {command}: invalid {exc.title}: {first['msg']}", field=loc)
-        return EXIT_BAD_INPUT, f"{_one_line(str(where))} ({DEBUG_HINT})"
-    message = _one_line(f"internal error in trackeval {command}: {type(exc).__name__}: {exc}")
+        return EXIT_BAD_INPUT, f"{_one_line(str(where), clean)} ({DEBUG_HINT})"
+    message = _one_line(f"internal error in trackeval {command}: {type(exc).__name__}: {exc}", clean)
     return EXIT_INTERNAL, f"{message} ({DEBUG_HINT}; please report it)"
 
 
@@ -130,11 +134,14 @@ def _filename(exc: OSError) -> str | None:
     return None if name is None else str(name)
 
 
-def report_failure(exc: BaseException, command: str, *, debug: bool = False) -> int:
+def report_failure(
+    exc: BaseException, command: str, *, debug: bool = False, clean: Callable[[str], str] | None = None
+) -> int:
     """Print ``exc`` as one ``trackeval: error: ...`` line on stderr (after its traceback when ``debug``) and
-    return the exit status (:func:`describe_failure`)."""
+    return the exit status (:func:`describe_failure`); ``clean`` is applied to the line and the traceback."""
     if debug:
-        traceback.print_exception(exc, file=sys.stderr)
-    status, message = describe_failure(exc, command)
+        text = "".join(traceback.format_exception(exc))
+        sys.stderr.write(text if clean is None else clean(text))
+    status, message = describe_failure(exc, command, clean=clean)
     print(f"trackeval: error: {message}", file=sys.stderr)
     return status

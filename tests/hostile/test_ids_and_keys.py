@@ -348,6 +348,19 @@ def test_the_repository_params_and_dvc_files_still_load(tmp_path):
     assert load_yaml(merged, where="x")["bootstrap"] == {"seed": 2, "n_resamples": 50}
 
 
+@pytest.mark.parametrize("where", ["file", "set"])
+def test_yaml_nested_too_deeply_is_a_config_error(cli, tmp_path, where):
+    """PyYAML composes collections recursively: 5000 nested lists are a one-line config error, not exit 1."""
+    deep = "[" * 5000 + "]" * 5000
+    params = tmp_path / "params.yaml"
+    params.write_text(f"umd: {deep}\n")
+    out = tmp_path / "out"
+    extra = ("--config", params) if where == "file" else ("--set", f"umd.labels={deep}")
+    res = cli(*umd_argv(tmp_path / "gt", tmp_path / "pred", out, *extra))
+    res.one_line_error("the YAML is nested too deeply to read", str(params) if where == "file" else "--set umd.labels")
+    assert not out.exists()
+
+
 def test_safe_loading_is_kept(cli, tmp_path):
     params = tmp_path / "params.yaml"
     params.write_text("umd: !!python/object/apply:os.system ['echo hacked']\n")

@@ -46,13 +46,6 @@ def distance_penalty(shape: tuple[int, ...], spacing: tuple[float, ...], setting
     return float(setting)
 
 
-def present_labels(values: np.ndarray, matrix: np.ndarray) -> tuple[set[int], set[int]]:
-    """Non-zero label values that occur in truth (rows) and in prediction (columns) of a confusion matrix."""
-    in_truth = {int(v) for v, n in zip(values, matrix.sum(axis=1), strict=True) if v != 0 and n > 0}
-    in_pred = {int(v) for v, n in zip(values, matrix.sum(axis=0), strict=True) if v != 0 and n > 0}
-    return in_truth, in_pred
-
-
 def score_segmentation(
     truth: np.ndarray,
     pred: np.ndarray,

@@ -139,6 +139,7 @@ def _run(unit_name: str, inputs: dict[str, Any], args: argparse.Namespace) -> in
 
     from trackeval.api import evaluate, load_config
     from trackeval.benchmarks.discovery import unit
+    from trackeval.io.escape import escape_terminal
     from trackeval.io.results_folder import write_outputs
     from trackeval.report.console import print_summary
 
@@ -152,7 +153,8 @@ def _run(unit_name: str, inputs: dict[str, Any], args: argparse.Namespace) -> in
     result = evaluate(unit_name, inputs, cfg, model)
     paths = write_outputs(result, args.out)
     print_summary(result, unit(unit_name).summary_metrics)
-    Console(stderr=True).print(f"wrote {', '.join(str(p) for p in paths.values())}", highlight=False, soft_wrap=True)
+    wrote = escape_terminal(", ".join(str(p) for p in paths.values()))
+    Console(stderr=True).print(f"wrote {wrote}", highlight=False, soft_wrap=True)
     if args.track:
         from trackeval.tracking.track import track_results
 

@@ -47,6 +47,8 @@ def run_leaderboard(args: argparse.Namespace) -> int:
 
     from trackeval.api import gate_policies, load_config
     from trackeval.errors import InputError
+    from trackeval.io.escape import escape_terminal
+    from trackeval.io.redact import redact_uri
     from trackeval.report.leaderboard import leaderboard_html, leaderboard_markdown, print_leaderboard
     from trackeval.tracking.client import Mlflow
     from trackeval.tracking.leaderboard import leaderboard
@@ -60,14 +62,16 @@ def run_leaderboard(args: argparse.Namespace) -> int:
     board = leaderboard(ml, policies, args.model, args.benchmark)
     if not board.rows:
         what = f"model {args.model!r}" if args.model else "any model"
-        raise InputError(f"no tracked version of {what} in experiment {cfg.tracking.experiment!r} at {ml.uri}")
+        where = redact_uri(ml.uri)
+        raise InputError(f"no tracked version of {what} in experiment {cfg.tracking.experiment!r} at {where}")
     to_stdout = args.markdown is not None and str(args.markdown) == "-"
     print_leaderboard(board, Console(stderr=True, width=160) if to_stdout else None)
     if args.markdown is not None:
         _write(args.markdown, leaderboard_markdown(board))
     if args.html is not None:
         _write(args.html, leaderboard_html(board))
-    Console(stderr=True).print(f"MLflow UI: {ml.ui_url()}", highlight=False, soft_wrap=True)
+    ui = escape_terminal(redact_uri(ml.ui_url()))
+    Console(stderr=True).print(f"MLflow UI: {ui}", highlight=False, soft_wrap=True)
     return 0
 
 

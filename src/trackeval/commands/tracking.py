@@ -24,6 +24,7 @@ from rich.console import Console
 from trackeval.commands.options import add_config_options
 from trackeval.config import EvalConfig
 from trackeval.errors import InputError, OutputError
+from trackeval.io.escape import escape_markdown, escape_terminal
 
 if TYPE_CHECKING:
     from trackeval.config import GateConfig
@@ -111,6 +112,7 @@ def _cfg(args: argparse.Namespace) -> EvalConfig:
 
 
 def run_track(args: argparse.Namespace) -> int:
+    from trackeval.io.redact import redact_uri
     from trackeval.report.console import missing_line
     from trackeval.tracking.client import Mlflow, tracking_uri
     from trackeval.tracking.track import track_results
@@ -123,16 +125,17 @@ def run_track(args: argparse.Namespace) -> int:
         state = "logged" if t.logged else "already tracked"
         repaired = f"; completed now: {', '.join(t.repaired)}" if t.repaired else ""
         line = f"{t.folder}: {t.unit} {t.model} {state} as run {t.run_id}{repaired}"
-        console.print(line, highlight=False, soft_wrap=True, markup=False)
+        console.print(escape_terminal(line), highlight=False, soft_wrap=True)
         if t.n_missing_predictions:
             warn = "warning: " + missing_line(t.unit, t.model, t.n_missing_predictions)
-            console.print(warn, highlight=False, soft_wrap=True, markup=False)
+            console.print(escape_terminal(warn), highlight=False, soft_wrap=True)
         for moved in t.aliases:
             if moved not in shown:  # one line per alias, not per folder of the version
                 shown.add(moved)
-                console.print(f"{t.model}: {moved}", highlight=False, soft_wrap=True, markup=False)
-    console.print(f"tracking URI: {tracking_uri(cfg.tracking)}", highlight=False, soft_wrap=True)
-    console.print(f"MLflow UI: {Mlflow(cfg.tracking).ui_url()}", highlight=False, soft_wrap=True)
+                console.print(escape_terminal(f"{t.model}: {moved}"), highlight=False, soft_wrap=True)
+    uri, ui = redact_uri(tracking_uri(cfg.tracking)), redact_uri(Mlflow(cfg.tracking).ui_url())  # no secret shown
+    console.print(f"tracking URI: {escape_terminal(uri)}", highlight=False, soft_wrap=True)
+    console.print(f"MLflow UI: {escape_terminal(ui)}", highlight=False, soft_wrap=True)
     return 0
 
 
@@ -207,9 +210,11 @@ def run_promote(args: argparse.Namespace) -> int:
         decision, baseline, label = dry_run(ml, args.model, args.candidate, cfg.gate, gate_policies(cfg))
         if decision is None:
             why = f"{args.model}@champion is {label} and there is no @previous to compare it with: nothing to gate"
-            console.print(f"candidate is the champion: {why}", highlight=False, soft_wrap=True)
+            console.print(f"candidate is the champion: {escape_terminal(why)}", highlight=False, soft_wrap=True)
+            md = escape_markdown
+            text = f"# Gate {md(args.model)}: candidate {md(label)} is the champion\n\n{md(why)} (dry run)."
             for path in args.summary:
-                append_markdown(path, f"# Gate {args.model}: candidate {label} is the champion\n\n{why} (dry run).")
+                append_markdown(path, text)
             return 0
         note = "_Dry run (`trackeval promote --dry-run`): no decision recorded, no alias moved._"
         status = "dry run: no decision recorded, no alias moved"
@@ -254,12 +259,13 @@ def _explain(ml: Mlflow, decision_run: str) -> int:
     err = Console(stderr=True)
     if same:
         err.print(
-            f"decision run {decision_run}: reproduced exactly from the evaluation runs it records", highlight=False
+            f"decision run {escape_terminal(decision_run)}: reproduced exactly from the evaluation runs it records",
+            highlight=False,
         )
         return 0
     err.print(
-        f"decision run {decision_run}: NOT reproduced (recorded verdict {recorded.verdict}, now {recomputed.verdict}); "
-        "the evaluation runs or their results changed since the decision",
+        f"decision run {escape_terminal(decision_run)}: NOT reproduced (recorded verdict {recorded.verdict}, "
+        f"now {recomputed.verdict}); the evaluation runs or their results changed since the decision",
         highlight=False,
     )
     return 1
@@ -335,13 +341,16 @@ def run_verify(args: argparse.Namespace) -> int:
         if status.problem:
             sys.stdout.write(status.line() + "\n")
         else:
-            err.print(status.line(), highlight=False, soft_wrap=True, markup=False)
+            err.print(escape_terminal(status.line()), highlight=False, soft_wrap=True)
     sys.stdout.flush()
     problems = sum(1 for s in statuses if s.problem)
     if not statuses:
-        err.print(f"{args.model} has no @champion, @previous or @challenger: nothing to verify", highlight=False)
+        err.print(
+            f"{escape_terminal(args.model)} has no @champion, @previous or @challenger: nothing to verify",
+            highlight=False,
+        )
     elif not problems:
-        err.print(f"{args.model}: every alias rests on evidence that passed the gate", highlight=False)
+        err.print(f"{escape_terminal(args.model)}: every alias rests on evidence that passed the gate", highlight=False)
     return 1 if problems else 0
 
 

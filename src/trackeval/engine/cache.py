@@ -53,6 +53,23 @@ ENTRY_FORMAT = 2
 MAX_ENTRY_BYTES = 16 * 2**20
 #: the libraries whose arithmetic the per-case numbers rest on, part of :func:`code_identity`
 NUMERIC_LIBRARIES = ("numpy", "scipy")
+#: the parts of the ``trackeval`` package per-case scoring can run: ``benchmarks`` and what the import-layer rules
+#: (tests/test_units.py) let it import; ``gate``, ``report``, ``tracking`` and the command layers cannot change a
+#: per-case number, so editing them keeps the cache
+SCORING_CODE = (
+    "__init__.py",
+    "errors.py",
+    "results.py",
+    "spec.py",
+    "config",
+    "metrics",
+    "io",
+    "stats",
+    "engine",
+    "audit",
+    "interactive",
+    "benchmarks",
+)
 
 
 def _canonical(value: Any) -> bytes:
@@ -68,13 +85,16 @@ def _sha256(data: bytes) -> str:
 def code_identity() -> str:
     """The identity of the scoring code: ``trackeval <version>+src.<sha256[:16]> numpy <v> scipy <v>``.
 
-    The digest is taken over the relative path and bytes of every ``*.py`` file of the installed (or editable)
-    ``trackeval`` package, so an edit to any module, released or not, changes the key of every entry. Computed
-    once per process (~0.05 s) by the process that builds the cache; workers receive it with the cache.
+    The digest is taken over the relative path and bytes of every ``*.py`` file of :data:`SCORING_CODE` in the
+    installed (or editable) ``trackeval`` package, so an edit to a module scoring can run, released or not,
+    changes the key of every entry. Computed once per process (a few hundredths of a second) by the process that
+    builds the cache; workers receive it with the cache.
     """
     package = Path(trackeval.__file__).resolve().parent
+    files = [package / name for name in SCORING_CODE if name.endswith(".py")]
+    files += [f for name in SCORING_CODE if not name.endswith(".py") for f in (package / name).rglob("*.py")]
     h = hashlib.sha256()
-    for path in sorted(package.rglob("*.py")):
+    for path in sorted(files):
         h.update(path.relative_to(package).as_posix().encode() + b"\0")
         h.update(path.read_bytes() + b"\0")
     libraries = []
@@ -112,7 +132,8 @@ class CaseCache:
     """A folder of ``<namespace>/<key[:2]>/<key>.json`` entries; ``root=None`` disables caching.
 
     ``code`` is the scoring code's identity (:func:`code_identity`, computed on construction when caching is
-    on); the cache object is small and picklable, so a unit passes it to its pool workers with each case.
+    on; a plug-in unit outside the package passes its own version with it); the cache object is small and
+    picklable, so a unit passes it to its pool workers with each case.
     """
 
     root: Path | None
@@ -176,13 +197,17 @@ class CaseCache:
         if self.root is None:
             return earlier
         body = record.model_dump(mode="json")
-        entry = {**key.material, "key": key.digest, "record": body, "record_sha256": _sha256(_canonical(body))}
+        try:
+            entry = {**key.material, "key": key.digest, "record": body, "record_sha256": _sha256(_canonical(body))}
+        except ValueError:  # a value JSON cannot hold (inf): the case is simply not cached
+            log.debug("case %s not cached: its record is not JSON-serialisable", record.case_id)
+            return earlier
         try:
             with atomic_path(self.path(key)) as tmp:
                 tmp.write_text(json.dumps(entry, sort_keys=True, allow_nan=False), encoding="utf-8")
         except OSError as exc:
             if earlier and str(self.path(key)) in earlier[0]:
-                return (f"{earlier[0]} (and it could not be replaced: {_strerror(exc)})",)
+                return (f"{earlier[0]}, but the entry could not be replaced ({_strerror(exc)})",)
             return (*earlier, self._folder_warning(exc))
         return earlier
 
@@ -207,8 +232,12 @@ class CaseCache:
             ("inputs", "for other input files"),
         )
         for name, what in checks:
-            if entry.get(name) != expected[name]:
-                raise _Unusable(f"{what}: {name} is {_short(entry.get(name))}, expected {_short(expected[name])}")
+            stored, wanted = entry.get(name), expected[name]
+            if stored != wanted:
+                if isinstance(stored, dict) and isinstance(wanted, dict):  # name the first field that differs
+                    sub = next(k for k in sorted(stored.keys() | wanted.keys()) if stored.get(k) != wanted.get(k))
+                    name, stored, wanted = f"{name}.{sub}", stored.get(sub), wanted.get(sub)
+                raise _Unusable(f"{what}: {name} is {_short(stored)}, expected {_short(wanted)}")
         if entry["key"] != key.digest:
             raise _Unusable(f"it names key {_short(entry['key'])}, not its own (a copied or renamed entry)")
         body = entry["record"]

@@ -342,9 +342,10 @@ def _worker_died(who: str, how: str, cases: list[str], workers: int, peak_mib: f
     """One line: who died while scoring which case(s), how, and what to try."""
     what = f"case {cases[0]}" if len(cases) == 1 else f"cases {', '.join(cases[:10])}" if cases else "no case"
     peak = f" (peak memory per worker on the cases scored before: {peak_mib:.0f} MiB)" if peak_mib else ""
-    if "SIGKILL" in how:
+    if "SIGKILL" in how or how == _UNKNOWN_DEATH:
+        likely = "likely" if "SIGKILL" in how else "often"
         cause = (
-            f"likely out of memory (the kernel's out-of-memory killer sends SIGKILL) with {workers} workers{peak}: "
+            f"{likely} out of memory (the kernel's out-of-memory killer sends SIGKILL) with {workers} workers{peak}: "
             "retry with --workers 1 (or fewer workers), or refuse volumes this large with TRACKEVAL_MAX_VOXELS"
         )
     else:
@@ -450,6 +451,8 @@ def _alive(pid: int) -> bool:
     return True
 
 
+#: how a Dask worker died when no nanny of this process logged it (a cluster of its own: ``--scheduler``)
+_UNKNOWN_DEATH = "died (how: see the cluster's worker logs)"
 _DEATH = re.compile(r"Worker process (\d+) (?:was killed by signal (\d+)|exited with status (\d+))")
 
 
@@ -493,7 +496,7 @@ def _dask_worker_died(
     if not cases and exc.task in index:
         cases = [index[exc.task]]
     codes = sorted({deaths.codes[pid] for _, pid in left if pid in deaths.codes})
-    how = _how_it_died(codes) if codes else "died (how: see the worker logs)"
+    how = _how_it_died(codes) if codes else _UNKNOWN_DEATH
     n = exc.allowed_failures
     tries = f" on each of the {n + 1} workers that tried it (distributed.scheduler.allowed-failures={n})"
     names = [_case_name(items[i], i) for i in cases]

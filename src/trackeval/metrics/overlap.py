@@ -247,7 +247,9 @@ def confusion_matrix(pred: np.ndarray, truth: np.ndarray) -> tuple[np.ndarray, n
         ``truth * L + pred`` (uint8, int16 or int32, the narrowest that holds the codes) and counted with
         ``np.bincount``; larger ids are first compacted to their rank among the present values, so any
         non-negative integer labels work, at about 10-30x the cost. The matrix is
-        dense, ``K * K`` int64: fine for anatomy label maps, not for instance maps with 10^5 objects.
+        dense, ``K * K`` int64: fine for anatomy label maps, not for instance maps with 10^5 objects; callers
+        that hold a label map refuse values outside it first (:func:`unlisted_values`), so ``K`` is bounded by
+        the label map, not by what a file holds.
         Both maps are read as flat views when they share a contiguous memory order (both C or both Fortran,
         as nibabel returns); otherwise one of them is copied once.
 

@@ -59,9 +59,11 @@ class Layout:
 
 
 def write_plot(path: Path, rows: list[dict[str, object]]) -> None:
-    """A CSV with a header (empty file when there are no rows); floats with 6 decimals, None as empty; written
-    atomically (a failure leaves the previous file, never a truncated one)."""
+    """A CSV with a header (empty file when there are no rows); floats with 6 decimals, None as empty; texts
+    (case ids, subject ids, group values) through :func:`~trackeval.io.escape.escape_csv`, so a spreadsheet never
+    evaluates one as a formula; written atomically (a failure leaves the previous file, never a truncated one)."""
     from trackeval.io.atomic import atomic_path
+    from trackeval.io.escape import escape_csv
 
     with atomic_path(path) as tmp, open(tmp, "w", newline="", encoding="utf-8") as f:
         if not rows:
@@ -69,7 +71,7 @@ def write_plot(path: Path, rows: list[dict[str, object]]) -> None:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]), lineterminator="\n")
         writer.writeheader()
         for row in rows:
-            writer.writerow({k: f"{v:.6f}" if isinstance(v, float) else v for k, v in row.items()})
+            writer.writerow({k: f"{v:.6f}" if isinstance(v, float) else escape_csv(v) for k, v in row.items()})
 
 
 def evaluation_inputs(evaluation: Evaluation, version: str, layout: Layout) -> dict[str, Path]:
@@ -164,6 +166,7 @@ def track(layout: Layout, cfg: EvalConfig, params: PipelineParams) -> dict[str, 
     """Register every version's networks, log its evaluations (``trackeval track``) and link them to the
     registered version; writes ``tracked.json`` (``{version: {"registry_version", <evaluation>: idempotency
     key}}``: the same on every machine, so the committed dvc.lock stays valid; run ids are printed)."""
+    from trackeval.io.redact import redact_uri
     from trackeval.tracking.client import Mlflow, tracking_uri
     from trackeval.tracking.track import track_results
 
@@ -177,7 +180,7 @@ def track(layout: Layout, cfg: EvalConfig, params: PipelineParams) -> dict[str, 
             entry[t.folder.parent.name] = t.key
             print(f"{t.model} {t.folder.parent.name}: {'logged' if t.logged else 'already tracked'} as run {t.run_id}")
         out[version] = entry
-    print(f"tracking URI: {tracking_uri(cfg.tracking)}; MLflow UI: {Mlflow(cfg.tracking).ui_url()}")
+    print(redact_uri(f"tracking URI: {tracking_uri(cfg.tracking)}; MLflow UI: {Mlflow(cfg.tracking).ui_url()}"))
     layout.tracked.parent.mkdir(parents=True, exist_ok=True)
     layout.tracked.write_text(json.dumps(out, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     return out

@@ -1,15 +1,20 @@
-"""Terminal (rich) and markdown tables of paired comparisons and gate decisions."""
+"""Terminal (rich) and markdown tables of paired comparisons and gate decisions.
+
+Labels, group values, problems, check details and notes are data: each goes through the escaping function of
+the medium (:func:`~trackeval.io.escape.escape_terminal`, :func:`~trackeval.io.escape.escape_markdown`), never
+read as rich markup or Markdown.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from trackeval.gate.compare import BenchmarkComparison, DeltaRow
 from trackeval.gate.decide import Decision
+from trackeval.io.escape import escape_markdown, escape_terminal
 from trackeval.report.console import missing_line, n_missing
 from trackeval.results import BenchmarkResult
 
@@ -26,8 +31,9 @@ def _delta(r: DeltaRow) -> str:
     return f"{r.delta:+.4f} [{r.ci95_low:+.4f}, {r.ci95_high:+.4f}]"
 
 
-def _cells(r: DeltaRow) -> list[str]:
-    group = "(overall)" if not r.dimension else f"{r.dimension}={r.group}"
+def _cells(r: DeltaRow, escape: Callable[[str], str]) -> list[str]:
+    """The row's cells; ``escape`` (the medium's escaping function) applied to the group, the one cell of data."""
+    group = "(overall)" if not r.dimension else escape(f"{r.dimension}={r.group}")
     return [group, _v(r.candidate), _v(r.baseline), _delta(r), str(r.n_pairs)]
 
 
@@ -39,13 +45,15 @@ def print_comparisons(comparisons: list[BenchmarkComparison], console: Console |
     console = console or Console(width=140)
     for comp in comparisons:
         if comp.problems:
-            console.print(f"[red]{comp.benchmark}: cannot pair[/] " + "; ".join(comp.problems))
+            problems = "; ".join(comp.problems)
+            console.print(f"[red]{escape_terminal(comp.benchmark)}: cannot pair[/] {escape_terminal(problems)}")
             continue
-        table = Table(title=f"{comp.metric}: A={comp.candidate_label} vs B={comp.baseline_label}, {comp.n_cases} cases")
+        a, b = escape_terminal(comp.candidate_label), escape_terminal(comp.baseline_label)
+        table = Table(title=f"{escape_terminal(comp.metric)}: A={a} vs B={b}, {comp.n_cases} cases")
         for h in HEADER:
             table.add_column(h, justify="left" if h == "group" else "right")
         for r in comp.rows:
-            table.add_row(*_cells(r))
+            table.add_row(*_cells(r, escape_terminal))
         console.print(table)
 
 
@@ -65,28 +73,29 @@ def missing_prediction_lines(
 def print_missing(lines: Sequence[str], console: Console) -> None:
     """``warning: <line>`` for each line of :func:`missing_prediction_lines` (or of a decision's versions)."""
     for line in lines:
-        console.print(f"[yellow]warning:[/] {escape(line)}", highlight=False, soft_wrap=True)
+        console.print(f"[yellow]warning:[/] {escape_terminal(line)}", highlight=False, soft_wrap=True)
 
 
 def missing_markdown(lines: Sequence[str]) -> str:
     """The lines as a Markdown list under a bold "missing predictions" note ("" when there are none)."""
     if not lines:
         return ""
-    return "**Missing predictions**\n\n" + "\n".join(f"- {line}" for line in lines) + "\n"
+    return "**Missing predictions**\n\n" + "\n".join(f"- {escape_markdown(line)}" for line in lines) + "\n"
 
 
 def comparison_markdown(comparisons: list[BenchmarkComparison]) -> str:
     """The same tables as markdown (one section per benchmark)."""
     lines = []
     for comp in comparisons:
-        lines.append(f"## {comp.metric}: A = {comp.candidate_label}, B = {comp.baseline_label}")
+        a, b = escape_markdown(comp.candidate_label), escape_markdown(comp.baseline_label)
+        lines.append(f"## {escape_markdown(comp.metric)}: A = {a}, B = {b}")
         lines.append("")
         if comp.problems:
-            lines += [f"- cannot pair: {p}" for p in comp.problems] + [""]
+            lines += [f"- cannot pair: {escape_markdown(p)}" for p in comp.problems] + [""]
             continue
         lines.append("| " + " | ".join(HEADER) + " |")
         lines.append("| " + " | ".join("---" for _ in HEADER) + " |")
-        lines += ["| " + " | ".join(_cells(r)) + " |" for r in comp.rows]
+        lines += ["| " + " | ".join(_cells(r, escape_markdown)) + " |" for r in comp.rows]
         lines.append("")
     return "\n".join(lines)
 
@@ -97,16 +106,20 @@ def decision_markdown(decision: Decision, baseline: str = "champion") -> str:
     ``baseline``: what the candidate was gated against, as named in the title (``champion``; ``previous`` for
     ``trackeval promote --dry-run`` of the champion itself).
     """
-    champion = decision.champion or "none (first version: absolute floors)"
+    md = escape_markdown
+    champion = md(decision.champion) if decision.champion else "none (first version: absolute floors)"
     lines = [
-        f"# Gate {decision.model}: candidate {decision.candidate} vs {baseline} {champion}: "
+        f"# Gate {md(decision.model)}: candidate {md(decision.candidate)} vs {md(baseline)} {champion}: "
         f"**{decision.verdict.upper()}**",
         "",
         "| check | benchmark | passed | detail |",
         "| --- | --- | --- | --- |",
     ]
-    lines += [f"| {c.name} | {c.benchmark} | {'yes' if c.passed else 'NO'} | {c.detail} |" for c in decision.checks]
-    lines += [f"\nNote: {n}" for n in decision.notes]
+    lines += [
+        f"| {md(c.name)} | {md(c.benchmark)} | {'yes' if c.passed else 'NO'} | {md(c.detail)} |"
+        for c in decision.checks
+    ]
+    lines += [f"\nNote: {md(n)}" for n in decision.notes]
     if decision.group_tests:
         lines += [
             "",
@@ -116,7 +129,7 @@ def decision_markdown(decision: Decision, baseline: str = "champion") -> str:
         for g in decision.group_tests:
             ci = "-" if g.delta is None else f"{g.delta:+.4f} [{g.ci95_low:+.4f}, {g.ci95_high:+.4f}]"
             ok = "yes" if g.passed else "NO"
-            lines.append(f"| {g.key} | {ci} | {g.margin} | {g.p_value:.4f} | {g.p_adjusted:.4f} | {ok} |")
+            lines.append(f"| {md(g.key)} | {ci} | {g.margin} | {g.p_value:.4f} | {g.p_adjusted:.4f} | {ok} |")
     lines += ["", comparison_markdown(decision.comparisons)]
     return "\n".join(lines)
 
@@ -128,9 +141,11 @@ def print_decision(decision: Decision, console: Console | None = None, missing: 
     print_comparisons(decision.comparisons, console)
     for c in decision.checks:
         mark = "[green]pass[/]" if c.passed else "[red]FAIL[/]"
-        console.print(f"{mark} {c.benchmark} {c.name}: {c.detail}", highlight=False)
+        what = escape_terminal(f"{c.benchmark} {c.name}: {c.detail}")
+        console.print(f"{mark} {what}", highlight=False)
     print_missing(missing, console)
     for note in decision.notes:
-        console.print(f"[yellow]note:[/] {escape(note)}", highlight=False)
+        console.print(f"[yellow]note:[/] {escape_terminal(note)}", highlight=False)
     colour = "green" if decision.verdict == "pass" else "red"
-    console.print(f"[bold {colour}]verdict: {decision.verdict}[/] ({decision.model} {decision.candidate})")
+    who = escape_terminal(f"({decision.model} {decision.candidate})")
+    console.print(f"[bold {colour}]verdict: {decision.verdict}[/] {who}")

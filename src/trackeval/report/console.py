@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
+from trackeval.io.escape import escape_terminal
 from trackeval.results import BenchmarkResult, MetricSummary
 
 
@@ -35,7 +36,8 @@ def _fmt(s: MetricSummary | None) -> str:
 def print_summary(result: BenchmarkResult, metrics: tuple[str, ...], console: Console | None = None) -> None:
     """Print ``<unit>/<metric>`` headlines and their ``/by_<item_kind>/<item>`` breakdown.
 
-    Metrics without a headline in ``result`` are not shown.
+    Metrics without a headline in ``result`` are not shown. Items, keys and warnings are data: they are shown
+    as written (:func:`~trackeval.io.escape.escape_terminal`), never as rich markup.
     """
     if console is None:
         console = Console()
@@ -44,17 +46,17 @@ def print_summary(result: BenchmarkResult, metrics: tuple[str, ...], console: Co
     agg = result.aggregates
     b, kind = result.unit, result.item_kind
     metrics = tuple(m for m in metrics if f"{b}/{m}" in agg) or metrics
-    table = Table(title=f"{b}: {result.data.n_cases} cases (mean [95% CI])")
-    table.add_column(kind)
+    table = Table(title=f"{escape_terminal(b)}: {result.data.n_cases} cases (mean [95% CI])")
+    table.add_column(escape_terminal(kind))
     for m in metrics:
-        table.add_column(m, justify="right")
+        table.add_column(escape_terminal(m), justify="right")
     table.add_row("[bold]mean", *(_fmt(agg.get(f"{b}/{m}")) for m in metrics))
     items = [k.rsplit("/", 1)[1] for k in agg if k.startswith(f"{b}/{metrics[0]}/by_{kind}/")]
     for item in items:
-        table.add_row(item, *(_fmt(agg.get(f"{b}/{m}/by_{kind}/{item}")) for m in metrics))
+        table.add_row(escape_terminal(item), *(_fmt(agg.get(f"{b}/{m}/by_{kind}/{item}")) for m in metrics))
     console.print(table)
     gaps = {k: v for k, v in agg.items() if k.count("/") == 2 and "_gap/" in k}
     for key, s in sorted(gaps.items()):
-        console.print(f"{key}: {_fmt(s)} (paired, {s.n} subjects)")
+        console.print(f"{escape_terminal(key)}: {_fmt(s)} (paired, {s.n} subjects)")
     for w in result.warnings:
-        console.print(f"[yellow]warning:[/] {w}")
+        console.print(f"[yellow]warning:[/] {escape_terminal(w)}")

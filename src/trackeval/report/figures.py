@@ -7,7 +7,9 @@ Declared plots (:class:`trackeval.results.PlotSpec`) are drawn by kind: ``bar`` 
 the macro mean dashed). Every other aggregate key ``K`` with single-level breakdown children
 ``K/by_<dimension>/<value>`` gets a bar chart too (the paired modality gap per organ
 ``umd/dsc_gap/ct_vs_pet/by_organ``...). Axis labels name the metric and its unit (``Dice``, ``HD95 (mm)``,
-``AUROC``); titles and legends name the model version.
+``AUROC``); titles and legends name the model version. Names that are data (model versions, group values in
+legends and tick labels) go through :func:`trackeval.io.escape.escape_mathtext`: a ``$`` in a model name is shown,
+never read as mathtext.
 
 :func:`overlay_figures` draws the declared plots of two versions of one unit on the same axes (the legend
 names each version) for the comparison report. The rows come from :mod:`trackeval.report.plots`.
@@ -30,6 +32,7 @@ from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
+from trackeval.io.escape import escape_mathtext  # noqa: E402
 from trackeval.report import plots as rows_of  # noqa: E402
 from trackeval.results import BenchmarkResult, MetricSummary, PlotSpec  # noqa: E402
 
@@ -213,9 +216,9 @@ def _draw_bar(ax: Axes, plot: PlotSpec, runs: Runs) -> bool:
     if len(runs) == 1:
         result = runs[0][1]
         n_valid = {n: result.aggregates[f"{head[0]}/by_{plot.dimension}/{n}"].n_valid for n in names}
-        ticks = [f"{n}\n(n={n_valid[n]})" for n in names]
+        ticks = [f"{escape_mathtext(n)}\n(n={n_valid[n]})" for n in names]
     else:
-        ticks = names
+        ticks = [escape_mathtext(n) for n in names]
     _ticks(ax, ticks)
     ax.axhline(0.0, color="#888888", linewidth=0.6)
     ax.set_xlabel(dimension_label(plot.dimension))
@@ -258,7 +261,7 @@ def _draw_series(ax: Axes, plot: PlotSpec, runs: Runs) -> bool:
                 continue
             x = [r[plot.dimension] for r in sub]
             est, lo, hi = _ci(sub)
-            name = s if len(runs) == 1 else f"{s} · {label}"
+            name = escape_mathtext(s) if len(runs) == 1 else f"{escape_mathtext(s)} · {label}"
             ax.plot(x, est, marker="o", markersize=3, color=colour[s], linestyle=VERSION_STYLES[i], label=name)
             ax.fill_between(x, lo, hi, color=colour[s], alpha=0.15, linewidth=0)  # type: ignore[arg-type]
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
@@ -332,7 +335,7 @@ def _draw_curves(ax: Axes, plot: PlotSpec, runs: Runs) -> bool:
             marker = "o" if plot.kind == "reliability" else None
             style = {"drawstyle": "steps-post"} if plot.kind == "pr" else {}  # sklearn's PR display
             if single:
-                c, lw, name = ("#000000", 2.0, "pooled") if pooled else (colour[item], 1.0, item)
+                c, lw, name = ("#000000", 2.0, "pooled") if pooled else (colour[item], 1.0, escape_mathtext(item))
                 line = ax.plot(
                     x, y, color=c, linewidth=lw, marker=marker, markersize=3, label=f"{name} ({stat} {value:.3f})",
                     **style,
@@ -381,6 +384,7 @@ def _draw_box(ax: Axes, plot: PlotSpec, runs: Runs) -> bool:
     groups = sorted({str(r[dim]) for rows in per_run for r in rows})
     if not groups:
         return False
+    shown = {g: escape_mathtext(g) for g in groups}  # case-group values of a manifest: data
     rng = np.random.default_rng(0)  # jitter of the points: fixed, so a figure is reproducible
     width = 0.7 / len(runs)
     handles = []
@@ -399,9 +403,9 @@ def _draw_box(ax: Axes, plot: PlotSpec, runs: Runs) -> bool:
         handles.append(Patch(facecolor=VERSION_COLOURS[i], alpha=0.6, label=label))
     if len(runs) == 1:
         counts = {g: sum(r[dim] == g for r in per_run[0]) for g in groups}
-        ticks = [f"{g}\n(n={counts[g]})" for g in groups]
+        ticks = [f"{shown[g]}\n(n={counts[g]})" for g in groups]
     else:
-        ticks = groups
+        ticks = [shown[g] for g in groups]
     _ticks(ax, ticks)
     ax.set_xlabel(dimension_label(dim))
     ax.set_ylabel(f"{metric_label(plot.case_metric or plot.metric)} per case")
@@ -426,7 +430,8 @@ def _draw_curve_k(ax: Axes, plot: PlotSpec, runs: Runs) -> bool:
             x = [int(r["k"]) for r in sub]  # type: ignore[call-overload]
             ks |= set(x)
             est, lo, hi = _ci(sub)
-            ax.plot(x, est, marker="o", markersize=3, color=colour[g], linestyle=VERSION_STYLES[i], label=g + suffix)
+            name = escape_mathtext(g) + suffix
+            ax.plot(x, est, marker="o", markersize=3, color=colour[g], linestyle=VERSION_STYLES[i], label=name)
             ax.fill_between(x, lo, hi, color=colour[g], alpha=0.12, linewidth=0)
         head = rows_of.curve_k_headline(result, plot)
         if head:
@@ -476,7 +481,9 @@ def _size(plot: PlotSpec, runs: Runs) -> tuple[float, float]:
 
 def plot_figure(plot: PlotSpec, runs: Runs, unit: str) -> Figure | None:
     """One declared plot of one version (``runs`` of one) or two versions on the same axes; None when there
-    is nothing to draw. The title names the unit, the plot and the version(s)."""
+    is nothing to draw. The title names the unit, the plot and the version(s). The labels of ``runs`` are data:
+    they are drawn as written (:func:`~trackeval.io.escape.escape_mathtext`), in the legends and the title."""
+    runs = [(escape_mathtext(label), result) for label, result in runs]
     fig, ax = plt.subplots(figsize=_size(plot, runs), layout="constrained")
     if not _DRAW[plot.kind](ax, plot, runs):
         plt.close(fig)

@@ -3,6 +3,8 @@
 ``result_report``: one evaluation (lineage, summary, headline and breakdown tables with CIs, figures).
 ``comparison_report``: paired deltas of two versions, optionally with the unit's declared figures of both
 versions overlaid on the same axes. ``decision_report``: a gate decision.
+
+Every text that is not our own markup goes through :func:`trackeval.io.escape.escape_html`.
 """
 
 from __future__ import annotations
@@ -10,11 +12,11 @@ from __future__ import annotations
 import base64
 import tempfile
 from collections.abc import Sequence
-from html import escape
 from pathlib import Path
 
 from trackeval.gate.compare import BenchmarkComparison
 from trackeval.gate.decide import Decision
+from trackeval.io.escape import escape_html
 from trackeval.report.comparison import HEADER, _cells
 from trackeval.results import BenchmarkResult, MetricSummary
 
@@ -27,16 +29,16 @@ _CSS = (
 
 def _page(title: str, body: list[str]) -> str:
     return (
-        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>'
-        f"<style>{_CSS}</style></head><body>\n<h1>{escape(title)}</h1>\n" + "\n".join(body) + "\n</body></html>\n"
+        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{escape_html(title)}</title>'
+        f"<style>{_CSS}</style></head><body>\n<h1>{escape_html(title)}</h1>\n" + "\n".join(body) + "\n</body></html>\n"
     )
 
 
 def _table(header: list[str], rows: list[list[str]], numeric_from: int = 1) -> str:
-    head = "".join(f"<th>{escape(h)}</th>" for h in header)
+    head = "".join(f"<th>{escape_html(h)}</th>" for h in header)
     body = "".join(
         "<tr>"
-        + "".join(f"<td{' class=n' if i >= numeric_from else ''}>{escape(c)}</td>" for i, c in enumerate(r))
+        + "".join(f"<td{' class=n' if i >= numeric_from else ''}>{escape_html(c)}</td>" for i, c in enumerate(r))
         + "</tr>"
         for r in rows
     )
@@ -71,7 +73,7 @@ def result_report(result: BenchmarkResult, figures: list[Path]) -> str:
         _table(["count", "value"], [[k, str(v)] for k, v in sorted(result.summary.items())]),
     ]
     if result.warnings:
-        body += ["<h2>Warnings</h2><ul>"] + [f"<li>{escape(w)}</li>" for w in result.warnings] + ["</ul>"]
+        body += ["<h2>Warnings</h2><ul>"] + [f"<li>{escape_html(w)}</li>" for w in result.warnings] + ["</ul>"]
     header = ["metric", "value", "ci95 low", "ci95 high", "n valid", "n"]
     body += [
         "<h2>Aggregates (mean, cluster-bootstrap 95% CI)</h2>",
@@ -87,8 +89,8 @@ def _figure(path: Path) -> str:
     """A PNG embedded as base64 with its file stem as caption."""
     data = base64.b64encode(path.read_bytes()).decode("ascii")
     return (
-        f'<figure><img alt="{escape(path.stem)}" src="data:image/png;base64,{data}">'
-        f"<figcaption>{escape(path.stem)}</figcaption></figure>"
+        f'<figure><img alt="{escape_html(path.stem)}" src="data:image/png;base64,{data}">'
+        f"<figcaption>{escape_html(path.stem)}</figcaption></figure>"
     )
 
 
@@ -98,7 +100,7 @@ def _overlay_sections(overlays: Sequence[tuple[BenchmarkResult, BenchmarkResult]
     body = []
     for a, b in overlays:
         la, lb = overlay_labels(a, b)
-        body.append(f"<h2>Overlays: {escape(a.unit)}, A = {escape(la)}, B = {escape(lb)}</h2>")
+        body.append(f"<h2>Overlays: {escape_html(a.unit)}, A = {escape_html(la)}, B = {escape_html(lb)}</h2>")
         with tempfile.TemporaryDirectory(prefix="trackeval-overlay-") as tmp:
             paths = overlay_figures(a, b, Path(tmp))
             body += [_figure(p) for p in paths] or ["<p>no declared figure to overlay</p>"]
@@ -109,13 +111,14 @@ def _comparison_sections(comparisons: list[BenchmarkComparison]) -> list[str]:
     body = []
     for comp in comparisons:
         body.append(
-            f"<h2>{escape(comp.metric)}: A = {escape(comp.candidate_label)}, "
-            f"B = {escape(comp.baseline_label)} ({comp.n_cases} cases)</h2>"
+            f"<h2>{escape_html(comp.metric)}: A = {escape_html(comp.candidate_label)}, "
+            f"B = {escape_html(comp.baseline_label)} ({comp.n_cases} cases)</h2>"
         )
         if comp.problems:
-            body += ['<ul class="fail">'] + [f"<li>cannot pair: {escape(p)}</li>" for p in comp.problems] + ["</ul>"]
+            problems = [f"<li>cannot pair: {escape_html(p)}</li>" for p in comp.problems]
+            body += ['<ul class="fail">', *problems, "</ul>"]
         else:
-            body.append(_table(HEADER, [_cells(r) for r in comp.rows]))
+            body.append(_table(HEADER, [_cells(r, str) for r in comp.rows]))  # _table escapes every cell
     return body
 
 
@@ -136,14 +139,15 @@ def decision_report(decision: Decision) -> str:
     """HTML of a gate decision: verdict, checks, worst-group tests, comparison tables."""
     cls = "pass" if decision.verdict == "pass" else "fail"
     body = [
-        f"<p>candidate <b>{escape(decision.candidate)}</b> vs champion <b>{escape(decision.champion or 'none')}</b>: "
+        f"<p>candidate <b>{escape_html(decision.candidate)}</b> "
+        f"vs champion <b>{escape_html(decision.champion or 'none')}</b>: "
         f'<span class="{cls}">{decision.verdict.upper()}</span></p>',
         _table(
             ["check", "benchmark", "passed", "detail"],
             [[c.name, c.benchmark, "yes" if c.passed else "NO", c.detail] for c in decision.checks],
             numeric_from=9,
         ),
-        *(f"<p>Note: {escape(n)}</p>" for n in decision.notes),
+        *(f"<p>Note: {escape_html(n)}</p>" for n in decision.notes),
     ]
     if decision.group_tests:
         rows = [

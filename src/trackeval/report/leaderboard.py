@@ -1,14 +1,17 @@
-"""The leaderboard as data (:class:`Leaderboard`) and as a terminal table, Markdown and self-contained HTML."""
+"""The leaderboard as data (:class:`Leaderboard`) and as a terminal table, Markdown and self-contained HTML.
+
+Model names and versions are data: each medium escapes them with its function of :mod:`trackeval.io.escape`.
+"""
 
 from __future__ import annotations
 
-from html import escape
+from collections.abc import Callable
 
 from pydantic import BaseModel, ConfigDict
 from rich.console import Console
-from rich.markup import escape as escape_markup
 from rich.table import Table
 
+from trackeval.io.escape import escape_html, escape_markdown, escape_terminal
 from trackeval.report.console import format_estimate, missing_line
 
 
@@ -53,15 +56,20 @@ def _cell(c: Cell | None) -> str:
     return format_estimate(c.value, c.ci95_low, c.ci95_high, digits=4) + (" *" if c.n_missing_predictions else "")
 
 
-def _table(board: Leaderboard) -> tuple[list[str], list[list[str]]]:
-    """Header (primary keys; a lower-is-better one marked ``(lower is better)``) and formatted rows."""
+def _table(board: Leaderboard, escape: Callable[[str], str] = str) -> tuple[list[str], list[list[str]]]:
+    """Header (primary keys; a lower-is-better one marked ``(lower is better)``) and formatted rows; ``escape``
+    (the medium's function of :mod:`trackeval.io.escape`) applied to the keys, model names and versions."""
     header = [
         "model",
         "version",
-        *(board.keys[u] + ("" if board.higher_is_better[u] else " (lower is better)") for u in board.units),
+        *(escape(board.keys[u]) + ("" if board.higher_is_better[u] else " (lower is better)") for u in board.units),
     ]
     rows = [
-        [r.model, r.version + (" (champion)" if r.champion else ""), *(_cell(r.cells.get(u)) for u in board.units)]
+        [
+            escape(r.model),
+            escape(r.version) + (" (champion)" if r.champion else ""),
+            *(_cell(r.cells.get(u)) for u in board.units),
+        ]
         for r in board.rows
     ]
     return header, rows
@@ -85,7 +93,7 @@ def print_leaderboard(board: Leaderboard, console: Console | None = None) -> Non
         console = Console()
         if not console.is_terminal:  # logs and CI: do not wrap "value [low, high]" cells at 80 columns
             console.width = 160
-    header, rows = _table(board)
+    header, rows = _table(board, escape_terminal)
     table = Table(title="leaderboard: primary metric of each benchmark unit [95% CI]; higher is better unless marked")
     for i, h in enumerate(header):
         table.add_column(h, justify="left" if i < 2 else "right")
@@ -93,33 +101,33 @@ def print_leaderboard(board: Leaderboard, console: Console | None = None) -> Non
         table.add_row(*row)
     console.print(table)
     for note in missing_notes(board):
-        console.print(f"[yellow]warning:[/] * {escape_markup(note)}", highlight=False, soft_wrap=True)
+        console.print(f"[yellow]warning:[/] * {escape_terminal(note)}", highlight=False, soft_wrap=True)
 
 
 def leaderboard_markdown(board: Leaderboard) -> str:
     """A Markdown table (GitHub flavour)."""
-    header, rows = _table(board)
+    header, rows = _table(board, escape_markdown)
     lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
     note = "Primary metric of each benchmark unit, mean [95% CI]; higher is better unless marked.\n\n"
-    missing = "".join(f"\n\\* {m}\n" for m in missing_notes(board))
+    missing = "".join(f"\n\\* {escape_markdown(m)}\n" for m in missing_notes(board))
     return "## Leaderboard\n\n" + note + "\n".join(lines) + "\n" + missing
 
 
 def leaderboard_html(board: Leaderboard) -> str:
     """A self-contained HTML page (inline CSS, no external requests)."""
-    header, rows = _table(board)
-    head = "".join(f"<th>{escape(h)}</th>" for h in header)
+    header, rows = _table(board)  # raw: every cell is escaped below
+    head = "".join(f"<th>{escape_html(h)}</th>" for h in header)
     body = "".join(
         "<tr"
-        + (' class="champion"' if "(champion)" in row[1] else "")
+        + (' class="champion"' if r.champion else "")
         + ">"
-        + "".join(f"<td>{escape(c)}</td>" for c in row)
+        + "".join(f"<td>{escape_html(c)}</td>" for c in row)
         + "</tr>"
-        for row in rows
+        for r, row in zip(board.rows, rows, strict=True)
     )
     notes = missing_notes(board)
-    missing = "<ul>" + "".join(f"<li>* {escape(m)}</li>" for m in notes) + "</ul>" if notes else ""
+    missing = "<ul>" + "".join(f"<li>* {escape_html(m)}</li>" for m in notes) + "</ul>" if notes else ""
     css = (
         "body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}td,th{border:1px solid #ccc;"
         "padding:3px 8px;font-size:13px}tr.champion{font-weight:bold;background:#eef7ee}"

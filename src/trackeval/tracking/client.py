@@ -10,12 +10,15 @@ it). A server store cannot be locked from here; writers there create, then dedup
 
 Filter strings: :func:`quote` is the one way a value enters an MLflow filter, and :func:`check_model_ref` the one
 rule for what a model name or version may hold.
+
+Secrets: the tracking URI's password is remembered for redaction (:func:`tracking_uri`), every
+:class:`TrackingError` and every record of this module's logger is redacted, and :meth:`Mlflow.ui_url` is a link
+without userinfo (:mod:`trackeval.io.redact`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import signal
 import time
@@ -26,8 +29,9 @@ from typing import Any, Literal, TypeVar
 
 from trackeval.config import TrackingConfig
 from trackeval.errors import InputError, TrackevalError
+from trackeval.io.redact import logger, redact, remember_uri, without_userinfo
 
-log = logging.getLogger(__name__)
+log = logger(__name__)
 
 T = TypeVar("T")
 
@@ -37,7 +41,11 @@ EXPERIMENT_KIND_TAG, EXPERIMENT_KIND = "mlflow.experimentKind", "custom_model_de
 
 
 class TrackingError(TrackevalError):
-    """MLflow could not be reached or refused a call after the bounded retries."""
+    """MLflow could not be reached or refused a call after the bounded retries. The message is redacted (the
+    URI's userinfo, credentials quoted by MLflow's exception: :func:`~trackeval.io.redact.redact`)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(redact(message))
 
 
 def error_code(exc: BaseException) -> str | None:
@@ -50,8 +58,11 @@ def error_code(exc: BaseException) -> str | None:
 
 
 def tracking_uri(cfg: TrackingConfig) -> str:
-    """``MLFLOW_TRACKING_URI`` when set, else ``tracking.uri`` (default ``sqlite:///mlflow.db``)."""
-    return os.environ.get("MLFLOW_TRACKING_URI") or cfg.uri
+    """``MLFLOW_TRACKING_URI`` when set, else ``tracking.uri`` (default ``sqlite:///mlflow.db``); its password (if
+    it holds one) is masked in everything printed from now on (:func:`~trackeval.io.redact.remember_uri`)."""
+    uri = os.environ.get("MLFLOW_TRACKING_URI") or cfg.uri
+    remember_uri(uri)
+    return uri
 
 
 def _transient(exc: Exception) -> bool:
@@ -168,8 +179,10 @@ class Mlflow:
     def ui_url(self) -> str:
         """The experiment's runs in the MLflow UI's model-training view (``?workflowType=machine_learning``; the
         experiment tag alone does not switch a fresh browser profile out of the GenAI overview). For a local
-        store the address is the one ``mlflow ui`` serves by default."""
-        base = self.uri.rstrip("/") if self.uri.startswith(("http://", "https://")) else "http://127.0.0.1:5000"
+        store the address is the one ``mlflow ui`` serves by default. A link to open: without the URI's userinfo
+        (the browser asks for credentials itself)."""
+        http = self.uri.startswith(("http://", "https://"))
+        base = without_userinfo(self.uri).rstrip("/") if http else "http://127.0.0.1:5000"
         return f"{base}/#/experiments/{self.experiment_id()}/runs?workflowType=machine_learning"
 
     def search(self, filter_string: str, order_by: list[str] | None = None) -> list[Any]:
@@ -333,7 +346,9 @@ def store_lock(uri: str, timeout_s: float) -> Iterator[Path | None]:
 
 
 def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split())[:300]
+    """``exc`` on one line, redacted before it is cut (a cut through a URI's userinfo would hide it from the
+    redaction and show part of the secret)."""
+    return redact(" ".join(str(exc).split()))[:300]
 
 
 @contextlib.contextmanager

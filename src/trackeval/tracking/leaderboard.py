@@ -1,5 +1,9 @@
 """The leaderboard: every tracked model version x the primary metric of every benchmark unit, from MLflow 3
-LoggedModels (``search_logged_models``), with CIs and the registry's ``@champion`` marked."""
+LoggedModels (``search_logged_models``), with CIs and the registry's ``@champion`` marked.
+
+A version's numbers are those of the evaluation runs its registered version points at (``trackeval.eval_run.<unit>``,
+set last by ``track``): metrics an interrupted or failed ``track`` linked to the LoggedModel are never shown, and
+after ``track --replace`` the leaderboard moves exactly when the registry does."""
 
 from __future__ import annotations
 
@@ -8,8 +12,8 @@ from typing import Any
 
 from trackeval.gate.policy import UnitPolicy
 from trackeval.report.leaderboard import Cell, Leaderboard, Row
-from trackeval.tracking.client import Mlflow
-from trackeval.tracking.tags import TAG, VERSION_TAG
+from trackeval.tracking.client import Mlflow, quote
+from trackeval.tracking.tags import EVAL_RUN_TAG, TAG, VERSION_TAG
 
 
 def _champions(ml: Mlflow, names: set[str]) -> dict[str, str]:
@@ -27,13 +31,26 @@ def _champions(ml: Mlflow, names: set[str]) -> dict[str, str]:
     return out
 
 
+def _pointed_runs(ml: Mlflow, name: str) -> dict[str, set[str]]:
+    """``{trackeval version: {evaluation run ids its eval_run tags point at}}`` of model ``name`` (the
+    lowest-numbered registered version when two carry one trackeval version, as
+    :func:`~trackeval.tracking.model_registry.find_version` picks)."""
+    found = ml.call("search_model_versions", ml.client.search_model_versions, f"name = {quote(name)}")
+    out: dict[str, set[str]] = {}
+    for mv in sorted(found, key=lambda v: int(v.version), reverse=True):  # the lowest number is written last
+        if VERSION_TAG in mv.tags:
+            out[mv.tags[VERSION_TAG]] = {v for k, v in mv.tags.items() if k.startswith(EVAL_RUN_TAG)}
+    return out
+
+
 def leaderboard(
     ml: Mlflow, policies: Mapping[str, UnitPolicy], model: str | None = None, units: Sequence[str] = ()
 ) -> Leaderboard:
     """Collect the leaderboard of ``model`` (every model when None), restricted to ``units`` when given.
 
-    Values come from the metrics linked to each version's LoggedModel (latest value per key); a unit without a
-    value for any listed version is left out of the columns. A cell's ``n_missing_predictions`` is read from the
+    Values come from the metrics linked to each version's LoggedModel by the evaluation runs its registered
+    version points at (latest value per key; module docstring); a unit without a value for any listed version is
+    left out of the columns. A cell's ``n_missing_predictions`` is read from the
     evaluation run its value was logged by (:func:`~trackeval.tracking.missing.run_missing`).
     """
     from trackeval.tracking.missing import run_missing
@@ -53,10 +70,17 @@ def leaderboard(
         for m in found
         if TAG + "model_version" in m.tags and (model is None or m.tags.get(TAG + "model_name") == model)
     ]
+    pointed: dict[str, dict[str, set[str]]] = {}
     rows = []
     for m in models:
+        name = m.tags.get(TAG + "model_name", "")
+        if name not in pointed:
+            pointed[name] = _pointed_runs(ml, name)
+        tracked = pointed[name].get(m.tags[TAG + "model_version"], set())
         latest: dict[str, Any] = {}
         for metric in m.metrics or []:
+            if getattr(metric, "run_id", None) not in tracked:
+                continue
             if metric.key not in latest or metric.timestamp >= latest[metric.key].timestamp:
                 latest[metric.key] = metric
         values = {k: metric.value for k, metric in latest.items()}

@@ -21,7 +21,6 @@ store's lock and, on a server, moves ``@champion`` only if it is still the one i
 from __future__ import annotations
 
 import json
-import logging
 import re
 import shutil
 import tempfile
@@ -36,13 +35,14 @@ from trackeval.gate.compare import BenchmarkComparison
 from trackeval.gate.decide import Decision, compare_unit, decide
 from trackeval.gate.policy import UnitPolicy
 from trackeval.io.hashing import sha256_bytes, sha256_files
+from trackeval.io.redact import logger
 from trackeval.io.results_folder import RESULTS_JSON, read_results, read_results_files
 from trackeval.results import BenchmarkResult, sha256_text
 from trackeval.tracking.client import Mlflow, TrackingError, check_model_ref, error_code, quote, store_lock
 from trackeval.tracking.lineage import flatten
 from trackeval.tracking.tags import EVAL_RUN_TAG, KIND_GATE, PROMOTED_TAG, TAG, VERSION_TAG
 
-log = logging.getLogger(__name__)
+log = logger(__name__)
 
 _RUN_ID = re.compile(r"^[0-9a-f]{32}$")
 #: ``NAME/VERSION`` or ``NAME@ALIAS``: the name ends at the first ``/`` or ``@`` (a model name holds neither, see

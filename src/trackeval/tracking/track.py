@@ -10,6 +10,15 @@ What a child run holds (all derived from ``results.json``; trackers never comput
 - a dataset input (``mlflow.data``, context ``eval``): the case table with the DVC data digest;
 - artifacts: results.json, metrics.json, cases.parquet, ``figures/*.png`` and ``report.html``.
 
+Order: every figure and report of the units to log is drawn first, before anything is written to MLflow (a figure
+that cannot be drawn changes nothing); then the evaluation runs are created with their params, other metrics,
+dataset and files; then, once every unit's files are uploaded, the headline metrics (linked to the LoggedModel:
+what the leaderboard and the Models tab read) and FINISHED; the registered version's ``eval_run.<unit>`` tags
+(what compare and the gate read) and the ``challenger`` alias come after all of it. So a failure at any step
+before them leaves the registry tags and the leaderboard as they were, and the next ``track`` completes the unit.
+
+Secrets: params are stored redacted and this module's log records are redacted (:mod:`trackeval.io.redact`).
+
 Idempotent, as one unit per evaluation: the key ``sha256(benchmark, data digest, model name, model version, config
 digest)`` names it, and it is complete when (1) a FINISHED evaluation run carries the key, (2) the version's
 LoggedModel is READY and holds the run's headline metrics, (3) the parent run holds them too and is FINISHED,
@@ -35,8 +44,8 @@ registry version and the LoggedModel likewise, see :mod:`trackeval.tracking.mode
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-import logging
 import tempfile
 import time
 import warnings
@@ -46,6 +55,7 @@ from typing import Any
 
 from trackeval.config import TrackingConfig
 from trackeval.io.hashing import sha256_bytes
+from trackeval.io.redact import logger, redact
 from trackeval.io.results_folder import (
     OUTPUT_FILES,
     RESULTS_JSON,
@@ -58,7 +68,7 @@ from trackeval.tracking.lineage import dvc_data_digest, flatten, git_commit, ide
 from trackeval.tracking.model_registry import link_version, logged_model
 from trackeval.tracking.tags import EVAL_RUN_TAG, KIND_BENCHMARK, KIND_PARENT, RESULTS_DIGEST_TAG, TAG
 
-log = logging.getLogger(__name__)
+log = logger(__name__)
 
 
 @dataclass(frozen=True)
@@ -165,22 +175,50 @@ def _linked_metrics(result: BenchmarkResult, model_id: str, keys: set[str] | Non
     ]
 
 
-def _log_child(ml: Mlflow, ev: _Evaluation, lineage: dict[str, str], parent_id: str, model_id: str) -> str:
-    """One unit's evaluation run (FINISHED only once everything is logged); returns its id."""
+def _stage_all(stack: contextlib.ExitStack, evaluations: list[_Evaluation]) -> dict[str, Path]:
+    """``{key: folder}``: the artifacts of every evaluation staged (figures drawn, report written) in temporary
+    folders that live as long as ``stack``, before anything is written to MLflow."""
+    staged = {}
+    for ev in evaluations:
+        folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="trackeval-artifacts-")))
+        _stage_artifacts(ev.result, ev.files, folder)
+        staged[ev.key] = folder
+    return staged
+
+
+def _log_children(
+    ml: Mlflow,
+    todo: list[_Evaluation],
+    lineage: dict[str, str],
+    parent_id: str,
+    model_id: str,
+    staged: dict[str, Path],
+) -> set[str]:
+    """The evaluation runs of ``todo`` (artifacts from ``staged``); returns their ids. Each run gets its params,
+    the metrics that are not headline ones, its dataset and its files; only when every run has its files are the
+    headline metrics logged (linked to the LoggedModel ``model_id``, which is what the leaderboard shows), and the
+    runs set FINISHED on leaving (FAILED on any error: nothing the leaderboard or the registry reads changed)."""
     from mlflow.entities import Param
 
-    result = ev.result
-    tags = {**_child_tags(result, lineage, parent_id), RESULTS_DIGEST_TAG: ev.digest}
-    name = f"{result.unit} {result.model['name']}/{result.model['version']}"
-    with ml.run(name, tags) as run_id:
-        params = [Param(k, v) for k, v in flatten({"benchmark": result.benchmark, **result.config}).items()]
-        ml.call("log_batch", ml.client.log_batch, run_id, metrics=_linked_metrics(result, model_id), params=params)
-        digest = (lineage["dvc"] or result.data.ground_truth_digest)[:36]
-        ml.call("log_inputs", ml.client.log_inputs, run_id, datasets=[_dataset(result, ev.folder, digest)])
-        with tempfile.TemporaryDirectory(prefix="trackeval-artifacts-") as tmp:
-            _stage_artifacts(result, ev.files, Path(tmp))
-            ml.call("log_artifacts", ml.client.log_artifacts, run_id, tmp)
-    return run_id
+    ids: dict[str, str] = {}
+    with contextlib.ExitStack() as open_runs:
+        for ev in todo:
+            result = ev.result
+            tags = {**_child_tags(result, lineage, parent_id), RESULTS_DIGEST_TAG: ev.digest}
+            name = f"{result.unit} {result.model['name']}/{result.model['version']}"
+            run_id = open_runs.enter_context(ml.run(name, tags))
+            config = flatten({"benchmark": result.benchmark, **result.config})
+            params = [Param(k, redact(v)) for k, v in config.items()]
+            heads = headline_metrics(result)
+            others = [m for m in _linked_metrics(result, model_id) if m.key not in heads]
+            ml.call("log_batch", ml.client.log_batch, run_id, metrics=others, params=params)
+            digest = (lineage["dvc"] or result.data.ground_truth_digest)[:36]
+            ml.call("log_inputs", ml.client.log_inputs, run_id, datasets=[_dataset(result, ev.folder, digest)])
+            ml.call("log_artifacts", ml.client.log_artifacts, run_id, str(staged[ev.key]))
+            ids[ev.key] = run_id
+        for ev in todo:  # last: the numbers the leaderboard and the Models tab read
+            _log_batches(ml, ids[ev.key], _linked_metrics(ev.result, model_id, set(headline_metrics(ev.result))))
+    return set(ids.values())
 
 
 def _log_batches(ml: Mlflow, run_id: str, metrics: list[Any]) -> None:
@@ -368,22 +406,25 @@ def _parent_tags(name: str, version: str, lineage: dict[str, str]) -> dict[str, 
 def _track_version(
     ml: Mlflow, name: str, version: str, evaluations: list[_Evaluation], lineage: dict[str, str]
 ) -> list[Tracked]:
-    """Track the evaluations of one model version: log those without a FINISHED run under a new parent run, then
-    complete every unit (:func:`_complete`) and finish the parents of units found incomplete."""
+    """Track the evaluations of one model version: draw the figures and reports of those without a FINISHED run,
+    log them under a new parent run, then complete every unit (:func:`_complete`: the registry tags last) and
+    finish the parents of units found incomplete."""
     runs = {ev.key: run for ev in evaluations if (run := _settle(ml, ev.key, ev.digest)) is not None}
     parents = {r.data.tags.get("mlflow.parentRunId", "") for r in runs.values()} - {""}
     incomplete = [p for p in sorted(parents) if ml.call("get_run", ml.client.get_run, p).info.status != "FINISHED"]
-    _fail_stale(ml, name, version, keep=set(incomplete))
     found = set(runs)
     todo = [ev for ev in evaluations if ev.key not in found]
+    with contextlib.ExitStack() as staging:
+        staged = _stage_all(staging, todo)  # first: a figure that cannot be drawn leaves every run as it was
+        _fail_stale(ml, name, version, keep=set(incomplete))
+        if todo:
+            with ml.run(f"{name}/{version}", _parent_tags(name, version, lineage)) as parent_id:
+                model_id = logged_model(ml, name, version, parent_id)
+                mine = _log_children(ml, todo, lineage, parent_id, model_id, staged)
+                for ev in todo:
+                    runs[ev.key] = _settle(ml, ev.key, ev.digest)
+                done = _complete(ml, name, version, runs, evaluations, model_id, new=True)
     if todo:
-        with ml.run(f"{name}/{version}", _parent_tags(name, version, lineage)) as parent_id:
-            model_id = logged_model(ml, name, version, parent_id)
-            mine = set()
-            for ev in todo:
-                mine.add(_log_child(ml, ev, lineage, parent_id, model_id))
-                runs[ev.key] = _settle(ml, ev.key, ev.digest)
-            done = _complete(ml, name, version, runs, evaluations, model_id, new=True)
         winners = {runs[ev.key].info.run_id for ev in todo}
         if not winners & mine:  # another process logged all of them at the same time: this parent is a duplicate
             _demote(ml, parent_id, runs[todo[0].key].data.tags.get("mlflow.parentRunId", ""))
