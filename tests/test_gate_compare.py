@@ -267,7 +267,8 @@ def test_delong_rows_equal_paired_delong_per_finding_and_group():
     )
     assert (head.ci95_low, head.ci95_high) == pytest.approx((ref.overall_low, ref.overall_high), abs=1e-15)
     assert head.std_error == pytest.approx(math.sqrt(ref.overall_variance), rel=1e-12)
-    assert head.n_pairs == head.n_units == 16 and head.samples is None
+    # n_pairs counts image x finding cells (8 images, 2 findings); n_units the images (every image its own cluster)
+    assert head.n_pairs == 16 and head.n_units == 8 and head.samples is None
     for j, r in enumerate(comp.rows[1:3]):
         assert r.delta == pytest.approx(ref.value[j], abs=1e-15) and r.n_pairs == 8
         assert (r.ci95_low, r.ci95_high) == pytest.approx((ref.low[j], ref.high[j]), abs=1e-15)
@@ -359,3 +360,143 @@ def test_findings_below_min_positives_are_left_out_on_either_side():
     y, a = _arrays(Y, S1)
     _, b = _arrays(Y, S2)
     assert comp.rows[0].delta == pytest.approx(paired_delong(y[:, :1], a[:, :1], b[:, :1]).overall, abs=1e-15)
+
+
+# ------------------------------------------------------------------ what the comparison reads from each result
+
+
+def test_the_per_case_metric_is_the_full_path_or_else_its_last_token():
+    cand = {c: {"q": {"ap": v}} for c, v in {"c1": 1.0, "c2": 0.5}.items()}
+    base = {c: {"q": {"ap": v}} for c, v in {"c1": 0.5, "c2": 0.5}.items()}
+    # the records hold the last token only: mir3d/group/a/ap would be read as "ap"
+    comp = compare_results(_result(cand), _result(base), "group/sub/ap", (), n_resamples=20)
+    assert comp.problems == [] and comp.rows[0].key == "toy/group/sub/ap"
+    assert comp.rows[0].delta == pytest.approx(0.25)
+    two = compare_results(_result(cand), _result(base), "group/ap", (), n_resamples=20)
+    assert two.rows[0].delta == pytest.approx(0.25)
+    # a metric the records do not hold at all: nothing to compare, named by its last token
+    absent = compare_results(_result(cand), _result(base), "group/sub/dsc", (), n_resamples=20)
+    assert absent.problems == ["no case has a dsc value in either result"]
+    single = compare_results(_result(cand), _result(base), "dsc", (), n_resamples=20)
+    assert single.problems == ["no case has a dsc value in either result"]
+
+
+def test_defaults_resamples_and_seed():
+    cand, base = _result(_dsc(CAND)), _result(_dsc(BASE))
+    comp = compare_results(cand, base, "dsc", ())
+    assert len(comp.rows[0].samples) == 2000
+    ids = ["c1", "c2", "c3", "c4", "c5"]
+    ref = paired_headlines(
+        _matrix(CAND, ids),
+        _matrix(BASE, ids),
+        reduction="item_mean",
+        best=1.0,
+        n_resamples=2000,
+        seed=group_seed(0, "toy/dsc"),
+        method="percentile",
+    )
+    np.testing.assert_array_equal(comp.rows[0].samples, ref.samples)
+    assert (comp.rows[0].ci95_low, comp.rows[0].ci95_high) == (ref.low, ref.high)
+    assert (comp.candidate_label, comp.baseline_label) == ("candidate", "baseline")
+
+
+def test_cases_are_resampled_alone_unless_the_results_cluster_by_subject():
+    by_case = compare_results(
+        _result(_dsc(CAND), subjects=SUBJECTS),
+        _result(_dsc(BASE), subjects=SUBJECTS),
+        "dsc",
+        ("organ",),
+        n_resamples=50,
+    )
+    assert by_case.cluster == "case" and by_case.rows[0].n_units == 5 and by_case.rows[1].n_units == 3
+    by_subject = compare_results(
+        _result(_dsc(CAND), subjects=SUBJECTS, cluster="subject_id"),
+        _result(_dsc(BASE), subjects=SUBJECTS, cluster="subject_id"),
+        "dsc",
+        (),
+        n_resamples=50,
+    )
+    assert by_subject.rows[0].n_units == 3
+
+
+def test_the_protocol_digest_is_of_the_compared_fields_and_ignores_key_order():
+    a = _result(_dsc(CAND), extra_config={"toy": {"labels": {"liver": 1, "heart": 5}, "tol": 1}})
+    b = _result(_dsc(BASE), extra_config={"toy": {"labels": {"heart": 5, "liver": 1}, "tol": 2}})
+    comp = compare_results(a, b, "dsc", (), n_resamples=20, protocol=("toy.labels",))
+    assert comp.problems == []
+    assert comp.protocol_digest == sha256_text(json.dumps({"toy.labels": {"heart": 5, "liver": 1}}))
+    assert comp.protocol_digest != a.config_digest
+
+
+def test_pairing_messages_show_digest_prefixes_and_at_most_five_case_ids():
+    a = _result(_dsc(CAND), extra_config={"toy": {"t": 1}})
+    b = _result(_dsc(CAND), extra_config={"toy": {"t": 2}})
+    comp = compare_results(a, b, "dsc", (), n_resamples=20)
+    assert comp.rows == []
+    assert comp.problems == [
+        f"protocol config differs ({a.config_digest[:12]} vs {b.config_digest[:12]}); re-evaluate with the same config"
+    ]
+    many = _result(_dsc({f"n{k}": (1.0, 1.0) for k in range(7)}))
+    (sets,) = compare_results(many, _result(_dsc(CAND)), "dsc", (), n_resamples=20).problems
+    assert sets == (
+        "case sets differ: 7 case(s) only in the candidate ['n0', 'n1', 'n2', 'n3', 'n4'], "
+        "5 only in the baseline ['c1', 'c2', 'c3', 'c4', 'c5']"
+    )
+    extra = _result(_dsc({**CAND, "c6": (1.0, 1.0)}))
+    (fewer,) = compare_results(_result(_dsc(CAND)), extra, "dsc", (), n_resamples=20).problems
+    assert fewer == "case sets differ: 0 case(s) only in the candidate [], 1 only in the baseline ['c6']"
+
+
+def test_a_stored_value_equal_to_the_records_within_rounding_is_the_one_reported():
+    ids = ["c1", "c2", "c3", "c4", "c5"]
+    liver_c, liver_b = (float(np.mean([t[c][0] for c in ids])) for t in (CAND, BASE))
+    key = "toy/dsc/by_organ/liver"
+    near_c = {key: MetricSummary(value=liver_c + 1e-13, n=5, n_valid=5)}
+    near_b = {key: MetricSummary(value=liver_b - 1e-13, n=5, n_valid=5)}
+    comp = compare_results(
+        _result(_dsc(CAND), aggregates=near_c),
+        _result(_dsc(BASE), aggregates=near_b),
+        "dsc",
+        ("organ",),
+        n_resamples=20,
+    )
+    row = {r.key: r for r in comp.rows}[key]
+    assert (row.candidate, row.baseline) == (liver_c + 1e-13, liver_b - 1e-13)
+    # near 0 the tolerance is absolute: a stored 0 for records that give 1e-13
+    tiny = _result({"c1": {"q": {"dsc": 1e-13}}}, aggregates={"toy/dsc": MetricSummary(value=0.0, n=1, n_valid=1)})
+    zero = compare_results(tiny, _result({"c1": {"q": {"dsc": 0.0}}}), "dsc", (), n_resamples=20)
+    assert zero.problems == [] and zero.rows[0].candidate == 0.0
+
+
+def test_an_item_only_the_champion_has_counts_as_the_best_value_on_the_candidate_side():
+    cand = _result(_dsc({"c1": (1.0, NAN), "c2": (0.5, NAN)}))
+    base = _result(_dsc({"c1": (1.0, 0.25), "c2": (0.5, 0.75)}))
+    rows = {r.key: r for r in compare_results(cand, base, "dsc", ("organ",), n_resamples=20).rows}
+    heart = rows["toy/dsc/by_organ/heart"]
+    assert heart.candidate is None and heart.baseline == 0.5 and heart.delta == 0.5  # 1 - 0.5
+
+
+def test_case_group_aggregates_are_verified():
+    wrong = {"toy/dsc/by_site/a": MetricSummary(value=0.125, n=2, n_valid=2)}
+    comp = compare_results(
+        _result(_dsc(CAND), groups=SITES, aggregates=wrong),
+        _result(_dsc(BASE), groups=SITES),
+        "dsc",
+        ("site",),
+        n_resamples=20,
+    )
+    assert comp.rows == [] and len(comp.problems) == 1
+    assert comp.problems[0].startswith("the candidate's toy/dsc/by_site/a = 0.125 is not what its case records give")
+
+
+def test_delong_variances_sum_a_subjects_images_when_the_results_cluster_by_subject():
+    subjects = {c: f"p{k // 2}" for k, c in enumerate(IDS)}
+    cand = _result(_cls(Y, S1), subjects=subjects, cluster="subject_id", item_kind="finding")
+    base = _result(_cls(Y, S2), subjects=subjects, cluster="subject_id", item_kind="finding")
+    comp = compare_results(cand, base, "auroc", ("finding",))
+    y, a = _arrays(Y, S1)
+    _, b = _arrays(Y, S2)
+    codes = cluster_codes([subjects[c] for c in IDS])
+    clustered, plain = paired_delong(y, a, b, 0.95, codes), paired_delong(y, a, b, 0.95)
+    assert comp.rows[0].std_error == pytest.approx(math.sqrt(clustered.overall_variance), rel=1e-12)
+    assert clustered.overall_variance != pytest.approx(plain.overall_variance)

@@ -447,8 +447,9 @@ def test_resolution_note_when_the_half_width_reaches_the_margin():
     # ceil(5 * (0.375 / 0.25) ** 2) = ceil(11.25) = 12, + 1
     odd = resolution_note(_head(-0.375, 0.375, n_units=5), _comparison([]), _policy())
     assert odd == "toy: 5 cases cannot resolve margin 0.25 at the observed spread; about 13 would"
-    delong = _comparison([], cluster="subject_id", method="delong")
-    assert resolution_note(_head(-0.5, 0.5, n_units=6), delong, _policy()).startswith("toy: 6 cases ")
+    # a subject per case (the X-ray formats, 3D-MIR queries): the units are named cases, DeLong or not
+    single = _comparison([], cluster="subject_id", method="delong", n_cases=6)
+    assert resolution_note(_head(-0.5, 0.5, n_units=6), single, _policy()).startswith("toy: 6 cases ")
 
 
 def test_resolution_note_needs_an_interval_a_margin_and_units():
@@ -678,7 +679,7 @@ def test_compare_unit_passes_the_units_policy_and_the_gate_settings():
     for c in (*cand.cases, *base.cases):
         c.metrics["more"] = {"dsc": None}
     cand.cases[0].metrics["more"] = {"dsc": 1.0}
-    policy = _policy(protocol=("toy.t",), reduction="case_mean", best=0.0)
+    policy = _policy(protocol=("toy.t",), reduction="case_mean", best=0.0, group_dimensions=("item",))
     cfg = GateConfig(n_resamples=40, seed=7, confidence=0.8)
     comp = compare_unit(cand, base, policy, cfg, ("v2", "v1"))
     # only toy.t must agree: the configs differ elsewhere
@@ -687,7 +688,7 @@ def test_compare_unit_passes_the_units_policy_and_the_gate_settings():
         cand,
         base,
         "dsc",
-        (),
+        ("item",),
         n_resamples=40,
         seed=7,
         confidence=0.8,
@@ -700,6 +701,11 @@ def test_compare_unit_passes_the_units_policy_and_the_gate_settings():
     assert comp.rows[0].samples == same.rows[0].samples
     # case_mean: c1 (0.5 + 1) / 2 = 0.75, c2 1.0, c3 0.25 -> 2 / 3 (the item mean would be (7 / 12 + 1) / 2)
     assert comp.rows[0].candidate == pytest.approx(2 / 3)
+    # the item only the candidate has counts as the best value (0 here) on the champion's side
+    more = next(r for r in comp.rows if r.key == "toy/dsc/by_item/more")
+    assert more.candidate == 1.0 and more.baseline is None and more.delta == 1.0
+    item_mean = compare_unit(cand, base, _policy(protocol=("toy.t",)), cfg, ("v2", "v1"))
+    assert item_mean.rows[0].candidate == pytest.approx((7 / 12 + 1) / 2)
     other = compare_results(
         cand,
         base,
@@ -717,3 +723,63 @@ def test_compare_unit_passes_the_units_policy_and_the_gate_settings():
     assert wider.rows[0].ci95_low <= comp.rows[0].ci95_low and wider.rows[0].ci95_high >= comp.rows[0].ci95_high
     assert (wider.rows[0].ci95_low, wider.rows[0].ci95_high) != (comp.rows[0].ci95_low, comp.rows[0].ci95_high)
     assert compare_unit(cand, base, _policy(), cfg, ("v2", "v1")).problems[0].startswith("protocol config differs")
+
+
+def _with_sites(r: BenchmarkResult) -> BenchmarkResult:
+    for c in r.cases:
+        c.groups["site"] = "a" if c.case_id in ("c1", "c2") else "b"
+    return r
+
+
+def test_every_unit_is_gated_whatever_happened_to_the_one_before():
+    good = _result(SCORES)
+    other_data = _result({"c1": 0.5, "c2": 0.75, "c3": 0.625, "c9": 0.875}, digest="elsewhere")
+    policies = {u: _policy(unit=u) for u in ("aa", "bb", "cc")}
+    cand = {"aa": other_data, "bb": good, "cc": good}
+    d = decide("m", "v2", cand, "v1", {"aa": good, "cc": good}, GateConfig(n_resamples=20), policies)
+    # aa: two pairing problems, joined into one check; bb: no champion result, the floor; cc: the interval rule
+    assert [(c.benchmark, c.name) for c in d.checks] == [
+        ("aa", "audit"),
+        ("aa", "pairing"),
+        ("bb", "audit"),
+        ("bb", "floor"),
+        ("cc", "audit"),
+        ("cc", "non_inferiority"),
+    ]
+    assert d.checks[1].detail == (
+        "data digest mismatch: the ground truth differs (elsewhere vs truth); re-evaluate both versions on the same "
+        "data; case sets differ: 1 case(s) only in the candidate ['c9'], 1 only in the baseline ['c4']"
+    )
+    assert sorted(d.gate_config["policies"]) == ["aa", "bb", "cc"]
+
+
+def test_audit_details_join_every_problem():
+    leaky = _result(SCORES, summary={"audit/a": 1, "audit/b": 2})
+    d = decide("m", "v2", {"toy": leaky}, None, None, GateConfig(), {"toy": _policy()})
+    assert d.checks[0].detail == "summary.audit/a = 1; summary.audit/b = 2"
+
+
+def test_decision_record_keeps_json_config_policies_of_a_first_version_and_labels():
+    r = _result(SCORES, aggregates={"toy/dsc": MetricSummary(value=0.75, ci95_low=0.5, ci95_high=1.0, n=4, n_valid=4)})
+    cfg = GateConfig(group_dimensions=("site",))
+    first = decide("m", "v1", {"toy": r}, None, None, cfg, {"toy": _policy(), "unused": _policy(unit="unused")})
+    assert first.gate_config["group_dimensions"] == ["site"]  # JSON mode: a list, not a tuple
+    assert list(first.gate_config["policies"]) == ["toy"] and first.gate_config["policies"]["toy"]["margin"] == MARGIN
+    # a champion result without a champion version: the comparison is labelled ""
+    unnamed = decide("m", "v2", {"toy": r}, None, {"toy": r}, GateConfig(n_resamples=20), {"toy": _policy()})
+    assert (unnamed.comparisons[0].candidate_label, unnamed.comparisons[0].baseline_label) == ("v2", "")
+    named = decide("m", "v2", {"toy": r}, "v1", {"toy": r}, GateConfig(n_resamples=20), {"toy": _policy()})
+    assert named.comparisons[0].baseline_label == "v1"
+
+
+def test_a_group_without_a_delta_is_named_with_n_a():
+    base = _with_sites(_result({"c1": 0.5, "c2": 0.75, "c3": None, "c4": None}))
+    cand = _with_sites(_result({"c1": 0.5, "c2": 0.75, "c3": 0.5, "c4": 0.5}))
+    pol = {"toy": _policy(margin=1.0, group_dimensions=("site",))}
+    cfg = GateConfig(n_resamples=50, group_test="noninferiority")
+    d = decide("m", "v2", {"toy": cand}, "v1", {"toy": base}, cfg, pol)
+    b = next(t for t in d.group_tests if t.key == "toy/dsc/by_site/b")
+    assert b.delta is None and b.p_value == 1.0 and not b.passed
+    assert [c.detail for c in d.checks if c.name == "worst_group"] == [
+        "toy/dsc/by_site/b: delta n/a vs margin -0.25; p=1.0000, adjusted (holm) 1.0000"
+    ]

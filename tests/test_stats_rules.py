@@ -336,3 +336,20 @@ def test_paired_delong_argument_checks():
         paired_delong(y, s, s, confidence=0.0)
     undefined = paired_delong(np.zeros(4), s, s)
     assert np.isnan(undefined.overall) and np.isnan(undefined.overall_candidate) and undefined.n_pairs.tolist() == [0]
+
+
+def test_percentiles_widen_to_contain_the_point_estimate():
+    same = np.array([0.25, 0.25, 0.25, NAN])
+    lo, hi = percentiles(same, 0.95, point=0.25 + TINY)  # a point rounded just above every replicate
+    assert (float(lo), float(hi)) == (0.25, 0.25 + TINY)
+    lo, hi = percentiles(same, 0.95, point=0.125)
+    assert (float(lo), float(hi)) == (0.125, 0.25)
+    assert tuple(map(float, percentiles(same, 0.95, point=NAN))) == (0.25, 0.25)
+    assert tuple(map(float, percentiles(same, 0.95, point=0.25))) == (0.25, 0.25)
+    # no replicate: no interval, whatever the point
+    lo, hi = percentiles(np.array([NAN, NAN]), 0.95, point=0.5)
+    assert np.isnan(lo) and np.isnan(hi)
+    cols = np.array([[0.0, 1.0, NAN], [1.0, 1.0, NAN], [2.0, 1.0, NAN]])
+    lo, hi = percentiles(cols, 0.5, point=np.array([NAN, 2.0, 0.5]))
+    np.testing.assert_array_equal(lo, [0.5, 1.0, NAN])
+    np.testing.assert_array_equal(hi, [1.5, 2.0, NAN])

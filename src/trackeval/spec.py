@@ -25,19 +25,24 @@ Example (a complete toy unit; see ``CONTRIBUTING.md``)::
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel
 
-from trackeval.results import BenchmarkResult, PlotSpec
+from trackeval.results import BenchmarkResult, CaseRecord, PlotSpec
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from trackeval.config import EvalConfig
     from trackeval.config.base import Section
 
-__all__ = ["BenchmarkSpec", "PlotSpec", "PrimaryMetric", "UNIT_NAME"]
+__all__ = ["BenchmarkSpec", "CorpusHeadline", "PlotSpec", "PrimaryMetric", "UNIT_NAME"]
+
+#: a unit's corpus headline: ``(case records, (B, n_cases) case weights) -> (B,)`` headline values
+CorpusHeadline = Callable[[Sequence[CaseRecord], "np.ndarray"], "np.ndarray"]
 
 #: ``benchmark`` or ``benchmark/task``: lowercase ``[a-z0-9_]`` tokens (also the metric-key prefix).
 UNIT_NAME = re.compile(r"^[a-z][a-z0-9_]*(/[a-z][a-z0-9_]*)?\Z")  # fullmatch: ``$`` also matches before "\n"
@@ -56,9 +61,15 @@ class PrimaryMetric:
     this metric's per-case values; two results pair when those agree (None: the whole config must agree). When
     the gate config picks another primary metric, the whole config is compared.
     ``reduction``: how the headline is built from the case records (``item_mean``: mean over items of the item
-    means; ``case_mean``: mean over cases of each case's item mean), which the gate recomputes on every resample
-    and checks against the stored headline. ``best``: the metric's best value (None: 1 when higher is better,
-    else 0), which a side without any value for a group counts as in the gate's group deltas.
+    means; ``case_mean``: mean over cases of each case's item mean; ``corpus``: the unit's own function
+    ``corpus``), which the gate recomputes on every resample and checks against the stored headline.
+    ``corpus``: for a metric that is not a mean of per-case values (mAP, corpus BLEU), a pure function
+    ``(records, weights) -> values`` of the case records and a ``(B, n_cases)`` matrix of case weights (one
+    resample per row, the columns in the order of ``records``) giving the ``(B,)`` headlines (NaN where a
+    resample has none); a row of ones must give the stored headline. Required with ``reduction="corpus"`` and
+    only allowed then; it applies to ``metric`` only (a gate config that picks another metric uses
+    ``item_mean``). ``best``: the metric's best value (None: 1 when higher is better, else 0), which a side
+    without any value for a group counts as in the gate's group deltas.
     """
 
     metric: str
@@ -67,8 +78,13 @@ class PrimaryMetric:
     group_margin: float = 0.05
     floor: float | None = None
     protocol: tuple[str, ...] | None = None
-    reduction: Literal["item_mean", "case_mean"] = "item_mean"
+    reduction: Literal["item_mean", "case_mean", "corpus"] = "item_mean"
     best: float | None = None
+    corpus: CorpusHeadline | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        if (self.reduction == "corpus") != (self.corpus is not None):
+            raise ValueError(f"{self.metric}: reduction 'corpus' needs a corpus function, and only it takes one")
 
     @property
     def best_value(self) -> float:

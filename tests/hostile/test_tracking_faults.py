@@ -5,12 +5,16 @@ Faults: the process dies (SIGKILL, in a real subprocess) or an MLflow call fails
 of the idempotent unit (parent run, LoggedModel, evaluation run, parent headlines, registered version, its
 ``eval_run`` tag, the ``challenger`` alias, the parent's FINISHED). A re-run must then complete the unit: one
 FINISHED run per idempotency key, nothing RUNNING, a READY LoggedModel, one registered version with its tags and
-alias, the headline metrics on the parent. Concurrency: two real ``track`` processes released together by a
-barrier file, on an SQLite store (existing, and not yet created) and on a real ``mlflow server``.
+alias, the headline metrics on the parent. Order: when other results replace a version's evaluation (``--replace``),
+a failure at any step before the ``eval_run`` tag (drawing a figure or the report, any MLflow call, the process
+killed) leaves the registry (tags, aliases) and the leaderboard as they were, and the re-run completes.
+Concurrency: two real ``track`` processes released together by a barrier file, on an SQLite store (existing, and
+not yet created) and on a real ``mlflow server``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
@@ -38,10 +42,13 @@ STEPS = [
     ("create_run", 1, "parent run RUNNING"),
     ("create_logged_model", 1, "LoggedModel PENDING without files"),
     ("log_model_artifacts", 1, "LoggedModel PENDING with files"),
-    ("log_batch", 1, "evaluation run RUNNING with metrics"),
-    ("log_artifacts", 1, "evaluation run RUNNING with artifacts"),
+    ("create_run", 2, "evaluation run RUNNING, empty"),
+    ("log_batch", 1, "evaluation run RUNNING with params and the non-headline metrics"),
+    ("log_inputs", 1, "evaluation run RUNNING with its dataset"),
+    ("log_artifacts", 1, "evaluation run RUNNING with artifacts, nothing linked to the LoggedModel"),
+    ("log_batch", 2, "headline metrics linked to the LoggedModel, evaluation run RUNNING"),
     ("set_terminated", 1, "evaluation run FINISHED, nothing registered"),
-    ("log_batch", 2, "parent headlines logged"),
+    ("log_batch", 3, "parent headlines logged"),
     ("create_registered_model", 1, "registered model without version"),
     ("create_model_version", 1, "version without eval_run tag"),
     ("set_model_version_tag", 1, "eval_run tag without alias"),
@@ -49,7 +56,20 @@ STEPS = [
     ("set_terminated", 2, "complete"),
 ]
 #: the evaluation run is FINISHED from this step on: the re-run finds it ("already tracked") and completes the rest
-FINISHED_FROM = 5
+FINISHED_FROM = next(i for i, (method, nth, _) in enumerate(STEPS) if (method, nth) == ("set_terminated", 1))
+#: the MLflow calls of ``track --replace`` of other results for a tracked version, up to the one that re-points
+#: its ``eval_run`` tag (the LoggedModel and the registered version exist: neither is created again)
+REPLACE_STEPS = [
+    ("create_run", 1, "parent run RUNNING"),
+    ("create_run", 2, "evaluation run RUNNING, empty"),
+    ("log_batch", 1, "evaluation run with params and the non-headline metrics"),
+    ("log_inputs", 1, "evaluation run with its dataset"),
+    ("log_artifacts", 1, "evaluation run with figures, report and results"),
+    ("log_batch", 2, "headline metrics linked to the LoggedModel"),
+    ("set_terminated", 1, "evaluation run FINISHED"),
+    ("log_batch", 3, "parent headlines logged"),
+    ("set_model_version_tag", 1, "eval_run tag re-pointed"),
+]
 
 #: runs ``trackeval`` after an optional barrier (a file to wait for) and with an optional SIGKILL right after the
 #: nth call of an ``MlflowClient`` method: argv = barrier ('' for none), deadline s, method ('' for none), nth, ...
@@ -182,6 +202,114 @@ def test_sigkill_after_each_step_then_retrack_completes_the_unit(cli, store, eva
     assert f"{expected} as run {run_id}" in res.err
     if FINISHED_FROM <= index < len(STEPS) - 1:  # the old code called such a unit "already tracked" and stopped
         assert "completed now: " in res.err and "parent run" in res.err
+
+
+# ------------------------------------------------------------------- a failed track changes nothing that is read
+
+
+def _registry(client: MlflowClient) -> dict:
+    """What compare, the gate and the leaderboard read of model ``seg``: every version's tags, and the aliases."""
+    versions = {str(v.version): dict(v.tags) for v in client.search_model_versions("name = 'seg'")}
+    aliases = {k: str(v) for k, v in client.get_registered_model("seg").aliases.items()}
+    return {"versions": versions, "aliases": aliases}
+
+
+def _board_cell(cli, sets: list[str], version: str) -> str:
+    """The leaderboard's ``umd/dsc`` cell of ``seg/<version>`` (``trackeval leaderboard --markdown -``)."""
+    res = cli("leaderboard", "--model", "seg", "--markdown", "-", *sets)
+    assert res.rc == 0, res.err
+    (row,) = [line for line in res.out.splitlines() if line.startswith(f"| seg | {version} ")]
+    return row.split("|")[3].strip()
+
+
+def _cell(result: BenchmarkResult) -> str:
+    s = result.aggregates["umd/dsc"]
+    return f"{s.value:.4f} [{s.ci95_low:.4f}, {s.ci95_high:.4f}]"
+
+
+@pytest.fixture
+def replacing(cli, store, evaluated):
+    """seg/champion tracked (complete); ``improved``'s results to track as seg/champion too (other results: they
+    need ``--replace``). Returns the replacing argv, the replacing result (as seg/champion), the registry and
+    the leaderboard cell as they were."""
+    sets, client = store
+    old, _ = evaluated["champion"]
+    assert cli("track", evaluated["champion"][1], *sets).rc == 0
+    new, folder = evaluated["improved"]
+    new = new.model_copy(update={"model": {**new.model, "version": "champion"}})
+    assert _cell(new) != _cell(old)
+    argv = ["track", str(folder), "--model-version", "champion", "--replace", *sets]
+    return argv, new, _registry(client), _board_cell(cli, sets, "champion")
+
+
+def _unchanged_then_retrack_completes(cli, client, sets, replacing) -> None:
+    """After a failed ``track --replace``: the registry and the leaderboard are as they were; the same command
+    then completes the unit, re-points the tag at the new results and the leaderboard follows."""
+    argv, new, registry, cell = replacing
+    assert _registry(client) == registry
+    assert _board_cell(cli, sets, "champion") == cell
+    res = cli(*argv)
+    assert res.rc == 0 and "Traceback" not in res.err, res.err
+    run_id = assert_complete(client, new)
+    tags = client.get_run(run_id).data.tags
+    assert tags["trackeval.results_digest"] == hashlib.sha256((Path(argv[1]) / "results.json").read_bytes()).hexdigest()
+    assert tags["trackeval.replaces"] == registry["versions"]["1"]["trackeval.eval_run.umd"]  # kept, not deleted
+    assert _registry(client)["versions"]["1"]["trackeval.eval_run.umd"] == run_id
+    assert _board_cell(cli, sets, "champion") == _cell(new)
+
+
+@pytest.mark.parametrize(
+    "target",
+    ["trackeval.report.figures.save_figures", "trackeval.report.html.result_report"],
+    ids=["figure", "report"],
+)
+def test_drawing_fails_on_replace_registry_and_leaderboard_unchanged(cli, store, replacing, monkeypatch, target):
+    """The fault of issue 20: ``track`` died drawing the figure after it had re-pointed the version's ``eval_run``
+    tag, and the leaderboard showed numbers whose tracking failed. Figures and report are drawn before any run."""
+    sets, client = store
+    runs_before = len(runs_of(client, idempotency_key(replacing[1])))
+
+    def broken(*args, **kwargs):
+        raise ValueError("'yerr' must not contain negative values")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(target, broken)
+        res = cli(*replacing[0])
+    res.one_line_error("internal error in trackeval track", "'yerr' must not contain negative values", rc=1)
+    assert len(runs_of(client, idempotency_key(replacing[1]))) == runs_before == 0  # nothing was logged
+    _unchanged_then_retrack_completes(cli, client, sets, replacing)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("method", "nth", "state"), REPLACE_STEPS, ids=[f"{m}#{n}" for m, n, _ in REPLACE_STEPS])
+def test_mlflow_refuses_a_step_of_replace_registry_and_leaderboard_unchanged(
+    cli, store, replacing, monkeypatch, method, nth, state
+):
+    sets, client = store
+    original, calls = getattr(MlflowClient, method), []
+
+    def refused(self, *args, **kwargs):
+        calls.append(method)
+        if len(calls) == nth:
+            raise MlflowException("injected refusal", error_code=INVALID_PARAMETER_VALUE)
+        return original(self, *args, **kwargs)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(MlflowClient, method, refused)
+        res = cli(*replacing[0])
+    res.one_line_error(f"MLflow refused {method}")
+    _unchanged_then_retrack_completes(cli, client, sets, replacing)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("method", "nth", "state"), REPLACE_STEPS[:-1], ids=[f"{m}#{n}" for m, n, _ in REPLACE_STEPS[:-1]]
+)
+def test_killed_during_replace_registry_and_leaderboard_unchanged(cli, store, replacing, method, nth, state):
+    sets, client = store
+    rc, err = finish(spawn(replacing[0], kill_at=(method, nth)))
+    assert rc == -9, err
+    _unchanged_then_retrack_completes(cli, client, sets, replacing)
 
 
 # ------------------------------------------------------------------------------------ concurrency

@@ -198,7 +198,7 @@ def run_promote(args: argparse.Namespace) -> int:
     cfg = _cfg(args)
     ml = Mlflow(cfg.tracking)
     if args.explain:
-        return _explain(ml, args.explain)
+        return _explain(ml, args.explain, gate_policies(cfg))
     missing = [f"--{n}" for n in ("model", "candidate") if not getattr(args, n)]
     if missing:
         raise InputError(f"promote needs {' and '.join(missing)} (or --explain DECISION_RUN)", field=missing[0])
@@ -248,12 +248,12 @@ def _decision_missing(ml: Mlflow, name: str, decision: Decision, baseline: str) 
     return out
 
 
-def _explain(ml: Mlflow, decision_run: str) -> int:
+def _explain(ml: Mlflow, decision_run: str, registered: Mapping[str, UnitPolicy]) -> int:
     """``promote --explain``: the recorded decision, re-derived; 1 when any number or check differs."""
     from trackeval.report.comparison import print_decision
     from trackeval.tracking.model_registry import explain
 
-    recorded, recomputed = explain(ml, decision_run)
+    recorded, recomputed = explain(ml, decision_run, registered)
     print_decision(recomputed, Console(width=140))
     same = recorded.model_dump(mode="json") == recomputed.model_dump(mode="json")
     err = Console(stderr=True)

@@ -82,7 +82,9 @@ class EngineConfig(Section):
     gives up after ``scheduler_timeout_s`` seconds).
     ``start_method``: how ``processes`` starts its workers; ``auto`` forks the calling process on Linux when that
     is safe (one thread, no torch loaded) and uses a fork server otherwise (see :mod:`trackeval.engine.executors`).
-    ``cache``: reuse per-case results keyed by input digests + metric config (``--no-cache`` turns it off);
+    ``cache``: reuse per-case results keyed by the case's identity, its input digests, the protocol config and the
+    scoring code's identity, each entry verified on read (``--no-cache`` turns it off; see
+    :mod:`trackeval.engine.cache`);
     ``cache_dir``: where (relative paths are relative to the working directory).
     None of these change a number: they are not part of results.json.
     """

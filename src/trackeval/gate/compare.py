@@ -22,7 +22,10 @@ headlines recomputed on it). The per-case metric is the last token of the primar
 Two methods (``BenchmarkComparison.method``):
 
 * ``paired_bootstrap`` for metrics whose headline is a mean of per-case values (intervals: the results'
-  ``bootstrap.interval``; the rows keep the replicates for p-values);
+  ``bootstrap.interval``; the rows keep the replicates for p-values), and for corpus metrics (``reduction=
+  "corpus"``: mAP, corpus BLEU), whose headline the unit's own ``corpus`` function recomputes from the case
+  records under the case weights of every resample (:func:`trackeval.stats.paired.paired_corpus`; the headline
+  and case-group rows, no item rows);
 * ``delong`` for AUROC (:data:`DELONG_METRICS`), which is not a per-case mean: the case records carry the
   per-image ``label`` and ``score`` of each finding (X-ray ``cls``), images are paired by case id, and
   :func:`trackeval.stats.paired.paired_delong` gives the AUC differences with Wald CIs; the rows keep the
@@ -40,8 +43,16 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from trackeval.results import BenchmarkResult, CaseRecord, item_matrix, metric_key, sha256_text
+from trackeval.spec import CorpusHeadline
 from trackeval.stats.bootstrap import cluster_codes, group_seed
-from trackeval.stats.paired import PairedAUC, PairedHeadline, Reduction, paired_delong, paired_headlines
+from trackeval.stats.paired import (
+    PairedAUC,
+    PairedHeadline,
+    Reduction,
+    paired_corpus,
+    paired_delong,
+    paired_headlines,
+)
 
 #: Per-case metric tokens compared with DeLong's test on per-image labels and scores instead of a bootstrap.
 DELONG_METRICS = frozenset({"auroc"})
@@ -241,8 +252,9 @@ def compare_results(
     confidence: float = 0.95,
     labels: tuple[str, str] = ("candidate", "baseline"),
     protocol: Sequence[str] | None = None,
-    reduction: Reduction = "item_mean",
+    reduction: Reduction | Literal["corpus"] = "item_mean",
     best: float = 1.0,
+    corpus: CorpusHeadline | None = None,
 ) -> BenchmarkComparison:
     """Deltas of ``<unit>/<metric>`` overall and per breakdown group in ``dimensions`` (module docstring).
 
@@ -251,7 +263,9 @@ def compare_results(
     its own resamples of the results' clusters (seed derived from ``seed`` and the row key, so rows are
     reproducible and independent of which other rows exist), the item rows share the headline's; with DeLong
     (AUROC) the rows are analytic and ``n_resamples``/``seed`` are unused. ``reduction``/``best``: the unit's
-    headline reduction and the metric's best value (:class:`trackeval.spec.PrimaryMetric`).
+    headline reduction and the metric's best value (:class:`trackeval.spec.PrimaryMetric`); ``corpus``: the
+    unit's corpus headline function, which ``reduction="corpus"`` recomputes the headline with (rows: the
+    headline and the case groups, no item rows).
     """
     bench = cand.unit
     head_key = metric_key(bench, *metric.split("/"))
@@ -281,6 +295,11 @@ def compare_results(
     if out.method == "delong":
         out.problems, out.rows = _delong_rows(
             cand, base, cand_cases, base_cases, items, head_key, dimensions, confidence
+        )
+        return out
+    if reduction == "corpus":
+        out.problems, out.rows = _corpus_rows(
+            cand, base, cand_cases, base_cases, head_key, dimensions, corpus, (n_resamples, seed, confidence)
         )
         return out
     name = _per_case_name(cand_cases, metric)
@@ -366,6 +385,70 @@ def headline_exclusions(result: BenchmarkResult) -> list[str]:
     return [str(t) for t in run.get("findings_below_min_positives", [])] if isinstance(run, dict) else []
 
 
+def _corpus_rows(
+    cand: BenchmarkResult,
+    base: BenchmarkResult,
+    cand_cases: list[CaseRecord],
+    base_cases: list[CaseRecord],
+    head_key: str,
+    dimensions: Sequence[str],
+    corpus: CorpusHeadline | None,
+    resampling: tuple[int, int, float],
+) -> tuple[list[str], list[DeltaRow]]:
+    """Problems and rows of a corpus comparison (``reduction="corpus"``): both headlines recomputed by the unit's
+    ``corpus`` function on the same resamples of the cases (:func:`~trackeval.stats.paired.paired_corpus`),
+    overall and per case group; ``resampling``: ``(n_resamples, seed, confidence)``."""
+    if corpus is None:
+        return [f"{head_key} is a corpus metric, but the policy carries no function to recompute it with"], []
+    fn: CorpusHeadline = corpus
+    bench = cand.unit
+    n_resamples, seed, confidence = resampling
+    cluster, interval = cand.resampling
+    codes = cluster_codes([c.subject_id for c in cand_cases]) if cluster == "subject_id" else None
+    has_value = np.array([bool(c.metrics or b.metrics) for c, b in zip(cand_cases, base_cases, strict=True)])
+    problems: list[str] = []
+    rows: list[DeltaRow] = []
+
+    def analyse(key: str, idx: np.ndarray) -> PairedHeadline:
+        cr, br = [cand_cases[i] for i in idx], [base_cases[i] for i in idx]
+        return paired_corpus(
+            lambda w: fn(cr, w),
+            lambda w: fn(br, w),
+            idx.size,
+            n_resamples=n_resamples,
+            seed=group_seed(seed, key),
+            confidence=confidence,
+            clusters=None if codes is None else codes[idx],
+            method=interval,
+        )
+
+    def add(key: str, dim: str, group: str, d: PairedHeadline, n_pairs: int) -> None:
+        found = [
+            _stored_mismatch(cand, key, d.candidate, "candidate"),
+            _stored_mismatch(base, key, d.baseline, "baseline"),
+        ]
+        problems.extend(p for p in found if p)
+        if not any(found):
+            c, b = _reported(cand, key, d.candidate), _reported(base, key, d.baseline)
+            rows.append(_row(bench, key, dim, group, (c, b, c - b, d.low, d.high), n_pairs, d.n_units, None, d.samples))
+
+    whole = analyse(head_key, np.arange(len(cand_cases)))
+    if math.isnan(whole.candidate) and math.isnan(whole.baseline):
+        return [f"neither result's case records give {head_key} (nothing to recompute it from)"], []
+    add(head_key, "", "", whole, int(has_value.sum()))
+    if problems:
+        return problems, []
+    for dim in dimensions:
+        if dim == cand.item_kind:
+            continue  # a corpus function gives the headline only, no per-item values
+        for value in sorted({c.groups[dim] for c in cand_cases if dim in c.groups}):
+            sel = np.array([c.groups.get(dim) == value for c in cand_cases])
+            if has_value[sel].any():
+                key = f"{head_key}/by_{dim}/{value}"
+                add(key, dim, value, analyse(key, np.flatnonzero(sel)), int(has_value[sel].sum()))
+    return (problems, []) if problems else ([], rows)
+
+
 def _delong_rows(
     cand: BenchmarkResult,
     base: BenchmarkResult,
@@ -389,15 +472,22 @@ def _delong_rows(
     def analyse(rows: np.ndarray | slice) -> PairedAUC:
         return paired_delong(y[rows], cs[rows], bs[rows], confidence, None if codes is None else codes[rows])
 
-    def row(key: str, dim: str, group: str, d: PairedAUC, j: int | None) -> DeltaRow:
+    labelled = ~np.isnan(y)
+
+    def units(images: np.ndarray) -> int:
+        """Resampling units (patients, or images) among the ``images`` mask."""
+        return int(images.sum()) if codes is None else int(np.unique(codes[images]).size)
+
+    def row(key: str, dim: str, group: str, d: PairedAUC, j: int | None, rows: np.ndarray) -> DeltaRow:
         if j is None:
             values = (d.overall_candidate, d.overall_baseline, d.overall, d.overall_low, d.overall_high)
-            n, var = int(d.n_pairs.sum()), d.overall_variance
+            n, var, n_units = int(d.n_pairs.sum()), d.overall_variance, units(rows & labelled.any(axis=1))
         else:
             values = (d.candidate[j], d.baseline[j], d.value[j], d.low[j], d.high[j])
-            n, var = int(d.n_pairs[j]), d.variance[j]
-        return _row(bench, key, dim, group, values, n, n, _f(math.sqrt(var)) if var >= 0 else None)
+            n, var, n_units = int(d.n_pairs[j]), d.variance[j], units(rows & labelled[:, j])
+        return _row(bench, key, dim, group, values, n, n_units, _f(math.sqrt(var)) if var >= 0 else None)
 
+    every = np.ones(len(cand_cases), dtype=bool)
     whole = analyse(slice(None))
     if whole.n_pairs.sum() == 0:
         return ["no paired images: no finding has a defined AUROC in both results"], []
@@ -407,10 +497,10 @@ def _delong_rows(
     ]
     if any(found):
         return [p for p in found if p], []
-    out = [row(head_key, "", "", whole, None)]
+    out = [row(head_key, "", "", whole, None, every)]
     if cand.item_kind in dimensions:
         out += [
-            row(f"{head_key}/by_{cand.item_kind}/{item}", cand.item_kind, item, whole, j)
+            row(f"{head_key}/by_{cand.item_kind}/{item}", cand.item_kind, item, whole, j, every)
             for j, item in enumerate(items)
             if whole.n_pairs[j] > 0
         ]
@@ -418,7 +508,8 @@ def _delong_rows(
         if dim == cand.item_kind:
             continue
         for value in sorted({c.groups[dim] for c in cand_cases if dim in c.groups}):
-            d = analyse(np.array([c.groups.get(dim) == value for c in cand_cases]))
+            rows = np.array([c.groups.get(dim) == value for c in cand_cases])
+            d = analyse(rows)
             if d.n_pairs.sum() > 0:
-                out.append(row(f"{head_key}/by_{dim}/{value}", dim, value, d, None))
+                out.append(row(f"{head_key}/by_{dim}/{value}", dim, value, d, None, rows))
     return [], out

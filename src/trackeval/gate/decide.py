@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import asdict
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -226,6 +225,7 @@ def compare_unit(
         protocol=policy.protocol,
         reduction=policy.reduction,
         best=policy.best,
+        corpus=policy.corpus,
     )
 
 
@@ -253,7 +253,8 @@ def resolution_note(head: DeltaRow, comp: BenchmarkComparison, policy: UnitPolic
     if half < policy.margin:
         return None
     needed = math.ceil(head.n_units * (half / policy.margin) ** 2) + 1
-    what = "subjects" if comp.cluster == "subject_id" and comp.method != "delong" else "cases"
+    # "subjects" where a subject holds several cases (UMD's PET and CT), else the cases are the units
+    what = "subjects" if comp.cluster == "subject_id" and head.n_units < comp.n_cases else "cases"
     return (
         f"{policy.unit}: {head.n_units} {what} cannot resolve margin {policy.margin} at the observed spread; "
         f"about {needed} would"
@@ -356,6 +357,6 @@ def decide(
         notes=notes,
         gate_config={
             **cfg.model_dump(mode="json"),
-            "policies": {u: asdict(p) for u, p in sorted(policies.items()) if u in candidate or u in champion},
+            "policies": {u: p.record() for u, p in sorted(policies.items()) if u in candidate or u in champion},
         },
     )

@@ -8,11 +8,11 @@ their config key, so ``{xray: cls/auroc}`` selects ``xray/cls/auroc`` for unit `
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import Literal, TypeVar
+from dataclasses import dataclass, field, fields
+from typing import Any, Literal, TypeVar
 
 from trackeval.config import GateConfig
-from trackeval.spec import BenchmarkSpec
+from trackeval.spec import BenchmarkSpec, CorpusHeadline
 
 V = TypeVar("V")
 
@@ -37,12 +37,18 @@ class UnitPolicy:
     #: config fields (dotted paths into results.json's ``config``) that affect the metric; None: all of them
     protocol: tuple[str, ...] | None = None
     #: how the headline is built from the case records, and the metric's best value (:class:`PrimaryMetric`)
-    reduction: Literal["item_mean", "case_mean"] = "item_mean"
+    reduction: Literal["item_mean", "case_mean", "corpus"] = "item_mean"
     best: float = 1.0
+    #: the unit's corpus headline function (reduction ``corpus``): code, so not part of :meth:`record`
+    corpus: CorpusHeadline | None = field(default=None, compare=False, repr=False)
 
     @property
     def key(self) -> str:
         return f"{self.unit}/{self.metric}"
+
+    def record(self) -> dict[str, Any]:
+        """The policy as JSON-able data (a decision records it): every field but the ``corpus`` function."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "corpus"}
 
     def group_margin(self, dimension: str, group: str) -> float:
         """Margin of one breakdown group: the most specific of ``<unit or benchmark>[/dimension[/group]]``."""
@@ -94,7 +100,11 @@ def resolve_policies(cfg: GateConfig, specs: Iterable[BenchmarkSpec]) -> dict[st
                 (k, v) for k, v in sorted(cfg.group_margins.items()) if k.split("/")[0] == spec.benchmark
             ),
             protocol=spec.primary.protocol if metric == spec.primary.metric else None,
-            reduction=spec.primary.reduction,
+            # a corpus function computes the declared metric only: another primary metric is an item mean
+            reduction=spec.primary.reduction
+            if metric == spec.primary.metric or spec.primary.reduction != "corpus"
+            else "item_mean",
             best=spec.primary.best_value,
+            corpus=spec.primary.corpus if metric == spec.primary.metric else None,
         )
     return out

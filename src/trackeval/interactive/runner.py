@@ -23,6 +23,7 @@ from trackeval.interactive.loop import interact_case, load_model, parse_model_ar
 from trackeval.interactive.protocol import supported_prompts
 from trackeval.io.atomic import atomic_path
 from trackeval.io.imis import load_cases, read_case
+from trackeval.io.redact import redact
 
 LOG_NAME = "log.jsonl"
 
@@ -69,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit:
         raise
     except BaseException as exc:
-        return report_failure(exc, "runner", debug=debug_from_env())
+        return report_failure(exc, "runner", debug=debug_from_env(), clean=redact)  # no secret of the model URI
     print(f"wrote {path}")
     return 0
 

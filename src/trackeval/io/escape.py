@@ -57,23 +57,50 @@ def visible_controls(text: str) -> str:
     return "".join(_visible(c) if _is_control(c) else c for c in text)
 
 
+#: rich's emoji code pattern (``:smile:``, ``:thumbs_up-text:``), as :mod:`rich._emoji_replace` scans text
+_EMOJI_CODE = re.compile(r"(:(\S*?)(?:(?:\-)(emoji|text))?:)")
+#: WORD JOINER: invisible, keeps a ``:name:`` of data from being read as an emoji code
+_JOINER = "\u2060"
+
+
+def _no_emoji_codes(text: str) -> str:
+    if ":" not in text:
+        return text
+    try:
+        from rich._emoji_codes import EMOJI
+    except ImportError:  # rich moved its table: treat every :name: as a code
+        EMOJI = None
+
+    def keep(m: re.Match[str]) -> str:
+        is_code = EMOJI is None or m[2].lower() in EMOJI
+        return ":" + _JOINER + m[0][1:] if is_code else m[0]
+
+    return _EMOJI_CODE.sub(keep, text)
+
+
 def escape_terminal(value: object) -> str:
     """``value`` as literal text in a rich markup string (a table cell, a ``console.print`` line): rich's own
     :func:`rich.markup.escape` (``[/]`` and ``[bold red]`` are shown, not applied) after
-    :func:`visible_controls` (no line break, ESC sequence or bidi override reaches the terminal).
+    :func:`visible_controls` (no line break, ESC sequence or bidi override reaches the terminal); an emoji code
+    (``:smile:``) gets an invisible word joiner after its first colon, so it is shown, not replaced.
 
     >>> escape_terminal("[/] [bold red]x\\n")
     '\\\\[/] \\\\[bold red]x\\\\n'
+    >>> escape_terminal("site :smile: 12:30:45")
+    'site :\\u2060smile: 12:30:45'
     """
     from rich.markup import escape
 
-    return escape(visible_controls(str(value)))
+    return escape(_no_emoji_codes(visible_controls(str(value))))
 
 
 #: characters with a meaning anywhere in a GitHub-flavoured Markdown line (a table cell, a heading, a list item):
-#: escapes, code spans, emphasis, links and images, HTML tags and autolinks, heading marks (a trailing ``#`` closes
-#: a heading), cell separators, strikethrough, math (GitHub renders ``$...$``), entity references
-_MD_ALWAYS = re.compile(r"([\\`*\[\]<#|~$&])")
+#: escapes, code spans, emphasis, HTML tags and autolinks, heading marks (a trailing ``#`` closes a heading), cell
+#: separators, strikethrough, math (GitHub renders ``$...$``), entity references
+_MD_ALWAYS = re.compile(r"([\\`*<#|~$&])")
+#: ``]`` followed by ``(`` or ``[`` closes the text of a link or image (``[x](url)``, ``![x](src)``, ``[x][ref]``); a
+#: bracket pair alone (``[/]``, ``['s1', 's2']``) is text, as no reference definition can be injected on one line
+_MD_LINK = re.compile(r"\](?=[(\[])")
 #: ``_`` opens or closes emphasis unless it sits between two letters or digits (``n_cases`` is plain text)
 _MD_UNDERSCORE = re.compile(r"(?<![^\W_])_|_(?![^\W_])")
 #: a value at the start of a line must not read as a list item, a block quote or a setext underline
@@ -83,10 +110,11 @@ _MD_LINE_START = re.compile(r"^([-+=>])|^(\d+)([.)])")
 def escape_markdown(value: object) -> str:
     """``value`` as literal text in GitHub-flavoured Markdown (a table cell, a heading, a list item, a paragraph).
 
-    Backslash-escapes ``\\``, backticks, ``* [ ] < # | ~ $ &`` everywhere and ``_`` where it could open or close
-    emphasis (not inside a word: ``n_cases`` stays readable); a leading ``-``, ``+``, ``=``, ``>`` or ``1.`` is
-    escaped too. Line breaks and other control characters become visible escapes (:func:`visible_controls`), so a value
-    never ends a table row or starts a heading; every ``|`` is escaped, so it never adds a cell.
+    Backslash-escapes ``\\``, backticks, ``* < # | ~ $ &`` everywhere, ``_`` where it could open or close emphasis
+    (not inside a word: ``n_cases`` stays readable) and a ``]`` that would close a link's text (before ``(`` or
+    ``[``); a leading ``-``, ``+``, ``=``, ``>`` or ``1.`` is escaped too. Line breaks and other control characters
+    become visible escapes (:func:`visible_controls`), so a value never ends a table row or starts a heading; every
+    ``|`` is escaped, so it never adds a cell.
 
     >>> escape_markdown("a|b|c")
     'a\\\\|b\\\\|c'
@@ -94,8 +122,11 @@ def escape_markdown(value: object) -> str:
     'x\\\\n\\\\#\\\\# injected'
     >>> escape_markdown("umd/dsc/by_site/site_a")
     'umd/dsc/by_site/site_a'
+    >>> escape_markdown("[click](http://x) ![i](y.png) [/]")
+    '[click\\\\](http://x) ![i\\\\](y.png) [/]'
     """
     text = _MD_ALWAYS.sub(r"\\\1", str(value))
+    text = _MD_LINK.sub(r"\\]", text)
     text = _MD_UNDERSCORE.sub(r"\\_", text)
     text = _MD_LINE_START.sub(lambda m: f"\\{m[1]}" if m[1] else f"{m[2]}\\{m[3]}", text)
     return visible_controls(text)

@@ -16,7 +16,7 @@ Where it is applied: the CLI's error boundary and its standard output and error 
 every printed line, progress bar and traceback of a command passes through), the log records of trackeval's
 tracking loggers (:func:`logger`, :class:`RedactFilter`) and of every handler the CLI prints with
 (:func:`install_log_filter`), the tracking errors (``TrackingError``), the links and URIs ``track`` prints
-(:func:`redact_uri`) and the params and dataset sources written to MLflow.
+(:func:`redact_uri`) and the params ``track`` writes to MLflow.
 """
 
 from __future__ import annotations

@@ -14,6 +14,9 @@ Average precision of one category at one IoU threshold (COCO, area range "all", 
    ``0, 0.01, ..., 1`` (the first detection whose recall reaches each point, 0 if none does).
 
 A category without ground-truth boxes has no AP (NaN; COCO's -1) and is left out of mAP.
+
+:func:`weighted_average_precision` recomputes step 3 under image weights (many bootstrap resamples of the images
+at once) from the matched detections of step 2, which the paired comparison of two versions needs.
 """
 
 from __future__ import annotations
@@ -151,6 +154,92 @@ def coco_average_precision(scores: np.ndarray, is_tp: np.ndarray, n_gt: int) -> 
     reached = idx < recall.size
     q[reached] = precision[idx[reached]]
     return float(np.mean(q))
+
+
+#: entries of one block of ``(resamples x detections)`` arrays in :func:`weighted_average_precision`
+_BLOCK_ENTRIES = 1 << 22
+
+
+def weighted_average_precision(
+    scores: np.ndarray | Sequence[float],
+    is_tp: np.ndarray | Sequence[bool],
+    image_index: np.ndarray | Sequence[int],
+    n_gt_per_image: np.ndarray | Sequence[float],
+    weights: np.ndarray,
+) -> np.ndarray:
+    """COCO 101-point AP of one category's matched detections under image weights, one AP per weight row.
+
+    The detections are the kept, matched ones of every image (:func:`match_image`), pooled in the order
+    :func:`average_precision_at_iou` pools them (image after image, each in descending score order); they are
+    merged by score (stable) as :func:`coco_average_precision` merges them. An image's weight multiplies the
+    true- and false-positive count of each of its detections and its number of truth boxes, so the cumulative
+    TP/FP counts, recall and precision are weighted sums. A row of ones gives exactly
+    :func:`coco_average_precision` (the same integer counts in float64), and a row of integer weights gives the
+    AP of the image list with every image repeated that many times (a bootstrap resample), the copies of an image
+    adjacent in the list: the copies of one detection have equal scores and sort together, so they are one step
+    of the weighted counts. A weight of 0 removes the image. Tie caveat: where two kept detections of one
+    repeated image have the same score, the repeated list interleaves their copies (``a b a b``) while the
+    weights keep them grouped (``a a b b``), which can change the AP; tied scores of different images, and any
+    tie under weights 0 and 1, give the same AP either way.
+
+    Args:
+        scores, is_tp: ``(D,)`` score and true-positive flag of each kept detection, in pooling order.
+        image_index: ``(D,)`` index of each detection's image into ``n_gt_per_image``.
+        n_gt_per_image: ``(n_images,)`` truth boxes of the category in each image.
+        weights: ``(B, n_images)`` image weights (a 1D array is one row).
+
+    Returns:
+        ``(B,)`` APs: NaN where the weighted number of truth boxes is 0 (the category is not scored), 0 where
+        there is truth but no weighted detection.
+
+    Examples:
+        The two images of :func:`average_precision_at_iou` (image 0: a false positive 0.9 and a true positive
+        0.6; image 1: a true positive 0.5): ones give its 2/3; image 1 twice gives FP, TP, TP, TP, so 3/4; image
+        1 alone gives 1.
+
+        >>> import numpy as np
+        >>> from trackeval.metrics.detection import weighted_average_precision
+        >>> w = np.array([[1, 1], [1, 2], [0, 1], [1, 0]])
+        >>> np.round(weighted_average_precision([0.9, 0.6, 0.5], [False, True, True], [0, 0, 1], [1, 1], w), 4)
+        array([0.6667, 0.75  , 1.    , 0.5   ])
+    """
+    s = np.asarray(scores, dtype=np.float64).ravel()
+    tp = np.asarray(is_tp, dtype=bool).ravel()
+    img = np.asarray(image_index, dtype=np.int64).ravel()
+    n_gt = np.asarray(n_gt_per_image, dtype=np.float64).ravel()
+    w = np.asarray(weights, dtype=np.float64)
+    if w.ndim == 1:
+        w = w[None, :]
+    if not (s.shape == tp.shape == img.shape):
+        raise ValueError(f"scores, is_tp and image_index must match, got {s.shape}, {tp.shape}, {img.shape}")
+    if w.ndim != 2 or w.shape[1] != n_gt.size:
+        raise ValueError(f"weights must be (B, {n_gt.size}) (one column per image), got {w.shape}")
+    if img.size and (img.min() < 0 or img.max() >= n_gt.size):
+        raise ValueError("image_index must index into n_gt_per_image")
+    n_rows, n_dets = w.shape[0], s.size
+    gt_w = w @ n_gt
+    out = np.full(n_rows, np.nan)
+    order = np.argsort(-s, kind="stable")
+    tp_o, img_o = tp[order], img[order]
+    step = max(1, _BLOCK_ENTRIES // max(n_dets, 1))
+    for start in range(0, n_rows, step):
+        g = gt_w[start : start + step]
+        if n_dets == 0:
+            out[start : start + step] = np.where(g > 0, 0.0, np.nan)
+            continue
+        dw = w[start : start + step][:, img_o]
+        ctp = np.cumsum(np.where(tp_o, dw, 0.0), axis=1)
+        cfp = np.cumsum(np.where(tp_o, 0.0, dw), axis=1)
+        precision = ctp / (ctp + cfp + np.spacing(1))  # COCOeval's guard against 0 / 0
+        precision = np.maximum.accumulate(precision[:, ::-1], axis=1)[:, ::-1]
+        for r in np.flatnonzero(g > 0):
+            recall = ctp[r] / g[r]
+            idx = np.searchsorted(recall, RECALL_POINTS, side="left")
+            q = np.zeros(RECALL_POINTS.size)
+            reached = idx < n_dets
+            q[reached] = precision[r, idx[reached]]
+            out[start + r] = float(np.mean(q))
+    return out
 
 
 def average_precision_at_iou(

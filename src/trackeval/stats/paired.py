@@ -5,7 +5,9 @@ applies them to BOTH models, so the correlation between the two versions is kept
 bootstrap, vectorised with the weights of :mod:`trackeval.stats.bootstrap`).
 
 What is compared is each version's own headline (:func:`paired_headlines`): on every resample both headlines are
-recomputed from each side's own cells, exactly as their results compute them, and differenced. A cell that is not
+recomputed from each side's own cells, exactly as their results compute them, and differenced. A corpus metric
+(mAP, corpus BLEU: not a mean of per-case values) is recomputed the same way by the unit's own function of case
+weights (:func:`paired_corpus`). A cell that is not
 applicable on one side (NaN) never hides the other side's value: a candidate that paints an organ the truth lacks
 (Dice 0 where the champion had "not applicable") lowers its own headline, and so the delta.
 
@@ -18,7 +20,7 @@ models on the same positives and negatives, with normal p-values (:func:`normal_
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -164,6 +166,58 @@ def paired_headlines(
         item_high=item_high,
         item_samples=item_samples,
         item_units=item_units,
+    )
+
+
+def paired_corpus(
+    candidate: Callable[[np.ndarray], np.ndarray],
+    baseline: Callable[[np.ndarray], np.ndarray],
+    n_cases: int,
+    *,
+    n_resamples: int = 2000,
+    seed: int | Sequence[int] = 0,
+    confidence: float = 0.95,
+    clusters: np.ndarray | None = None,
+    method: IntervalMethod = "expanded_percentile",
+) -> PairedHeadline:
+    """Paired cluster bootstrap of a corpus headline (mAP, corpus BLEU): ``headline(candidate) -
+    headline(baseline)``, both recomputed by the unit's own function on every resample.
+
+    Args:
+        candidate, baseline: each side's headline as a function of case weights ``(b, n_cases)`` -> ``(b,)``
+            (NaN where a resample has none); a row of ones gives the point estimate.
+        n_cases: cases (the weights' columns, matched between the sides).
+        n_resamples, seed, confidence, clusters, method: as :func:`paired_headlines`, which draws the same
+            resamples for the same arguments.
+
+    Returns:
+        :class:`PairedHeadline` without items (the item arrays are empty); identical functions give a delta of
+        exactly 0 with the interval [0, 0].
+    """
+    if not 0.0 < confidence < 1.0:
+        raise ValueError("confidence must be in (0, 1)")
+    ones = np.ones((1, n_cases))
+    hc, hb = float(candidate(ones)[0]), float(baseline(ones)[0])
+    heads = [candidate(w) - baseline(w) for w in weight_blocks(n_cases, n_resamples, seed, clusters)] if n_cases else []
+    samples = np.concatenate(heads) if heads else np.full(n_resamples, np.nan)
+    units = n_clusters(n_cases, clusters)
+    low, high = percentiles(samples, confidence, units, method, hc - hb)
+    none = np.zeros(0)
+    return PairedHeadline(
+        candidate=hc,
+        baseline=hb,
+        delta=hc - hb,
+        low=float(low),
+        high=float(high),
+        samples=samples,
+        n_units=units,
+        item_candidate=none,
+        item_baseline=none,
+        item_delta=none,
+        item_low=none,
+        item_high=none,
+        item_samples=np.zeros((samples.size, 0)),
+        item_units=none,
     )
 
 

@@ -615,14 +615,16 @@ def _runs_param(value: str) -> dict[str, str]:
     return dict(item.split("=", 1) for item in value.split(",") if "=" in item)
 
 
-def explain(ml: Mlflow, decision_run: str) -> tuple[Decision, Decision]:
+def explain(
+    ml: Mlflow, decision_run: str, registered: Mapping[str, UnitPolicy] | None = None
+) -> tuple[Decision, Decision]:
     """Re-derive a recorded gate decision from the evaluation runs it names on both sides and the gate config
     and unit policies it recorded. Returns ``(recorded, recomputed)``; equal when the evidence did not drift.
+    ``registered``: the installed units' policies, which supply what a decision cannot record (a corpus unit's
+    headline function, e.g. ``xray/loc``'s mAP).
 
     Raises :class:`InputError` when ``decision_run`` is not a trackeval gate decision run.
     """
-    from trackeval.gate.policy import UnitPolicy as Policy
-
     run = ml.call("get_run", ml.client.get_run, decision_run)
     if run.data.tags.get(TAG + "kind") != KIND_GATE:
         raise InputError(f"run {decision_run} is not a trackeval gate decision run", field="--explain")
@@ -632,9 +634,10 @@ def explain(ml: Mlflow, decision_run: str) -> tuple[Decision, Decision]:
     config = dict(recorded.gate_config)
     recorded_policies = config.pop("policies", {})
     policies = {
-        unit: Policy(**{**p, "group_dimensions": tuple(p["group_dimensions"]),
+        unit: UnitPolicy(**{**p, "group_dimensions": tuple(p["group_dimensions"]),
                         "group_margins": tuple(tuple(kv) for kv in p["group_margins"]),
-                        "protocol": None if p.get("protocol") is None else tuple(p["protocol"])})
+                        "protocol": None if p.get("protocol") is None else tuple(p["protocol"]),
+                        "corpus": getattr((registered or {}).get(unit), "corpus", None)})
         for unit, p in recorded_policies.items()
     }  # fmt: skip
     params = run.data.params

@@ -9,9 +9,22 @@ ground-truth annotation (the phrase's box).
 * ``xray/loc/map_50``: mean over categories with ground truth of COCO AP at IoU 0.5 (101-point interpolation,
   area range all, ``xray.loc.max_dets`` detections per image and category; pycocotools ``COCOeval`` semantics,
   see :mod:`trackeval.metrics.detection`), with ``/by_category/<name>``. No CI (AP is not a mean over images).
+  The gate compares two versions on it by resampling images and recomputing mAP for both
+  (:func:`map_50_corpus`, the unit's corpus reduction).
 * ``xray/loc/miou``: mean IoU over all ground-truth annotations of their grounding box (a missing one counts 0
   and is counted in ``n_missing_grounding``), with an annotation-level bootstrap CI; only when the
   predictions hold grounding entries.
+
+Case records: one per image (``case_id`` = ``subject_id`` = the image id), items (``category`` column of
+cases.parquet):
+
+* ``<category>``: ``n_gt`` (truth boxes) and ``n_det`` (detections, before the ``max_dets`` cut) of the image,
+  for every category with a truth box or a detection in it;
+* ``<category>/det_<k>``: the ``k``-th kept detection of the image and category (descending score, the
+  ``max_dets`` highest), after COCO matching at IoU 0.5: ``score``, ``tp`` (1 matched, 0 a false positive) and
+  ``rank`` (its position among all the category's kept detections merged by score, ties in image order): what
+  mAP is recomputed from;
+* ``annotation_<id>``: ``grounding_iou`` of each truth annotation (with grounding entries only).
 """
 
 from __future__ import annotations
@@ -19,6 +32,7 @@ from __future__ import annotations
 import logging
 import math
 from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +44,13 @@ from trackeval.config import EvalConfig
 from trackeval.errors import InputError
 from trackeval.io.files import read_json
 from trackeval.io.hashing import sha256_files
-from trackeval.metrics.detection import average_precision_at_iou, grounding_iou, xywh_to_xyxy
+from trackeval.metrics.detection import (
+    coco_average_precision,
+    grounding_iou,
+    match_image,
+    weighted_average_precision,
+    xywh_to_xyxy,
+)
 from trackeval.results import CaseRecord, MetricSummary, metric_key
 
 log = logging.getLogger(__name__)
@@ -148,6 +168,38 @@ def load_predictions(
     return dets, grounding
 
 
+def map_50_corpus(records: Sequence[CaseRecord], weights: np.ndarray) -> np.ndarray:
+    """``xray/loc/map_50`` recomputed from the case records under image weights ``(B, n_images)``: ``(B,)``.
+
+    The unit's corpus reduction (:class:`trackeval.spec.PrimaryMetric`): the gate resamples images and
+    recomputes mAP on every resample for both versions. Per category with truth in ``records``: the weighted AP
+    (:func:`~trackeval.metrics.detection.weighted_average_precision`) of its detection items
+    (``<category>/det_<k>``, pooled in their recorded ``rank``) against the ``n_gt`` of its category items; the
+    mean over those categories, NaN in a row where one of them has no weighted truth (a resample that misses a
+    category does not average over fewer, as the gate's item means). A row of ones gives the stored ``map_50``
+    up to the summation order of the mean over categories (sorted by token here).
+    """
+    w = np.asarray(weights, dtype=np.float64)
+    w = w[None, :] if w.ndim == 1 else w
+    n_gt: dict[str, np.ndarray] = {}
+    dets: dict[str, list[tuple[float, float, float, int]]] = defaultdict(list)
+    for i, record in enumerate(records):
+        for item, values in record.metrics.items():
+            token, sep, rest = item.partition("/")
+            if sep and rest.startswith("det_"):
+                dets[token].append((values["rank"] or 0.0, values["score"] or 0.0, values["tp"] or 0.0, i))
+            elif not sep and values.get("n_gt") is not None:
+                n_gt.setdefault(token, np.zeros(len(records)))[i] = values["n_gt"]
+    aps = []
+    for token in sorted(n_gt):
+        if n_gt[token].sum() > 0:
+            d = np.array(sorted(dets[token]), dtype=np.float64).reshape(-1, 4)
+            aps.append(weighted_average_precision(d[:, 1], d[:, 2] > 0, d[:, 3].astype(np.int64), n_gt[token], w))
+    if not aps:
+        return np.full(w.shape[0], np.nan)
+    return np.stack(aps).sum(axis=0) / len(aps)
+
+
 def evaluate(inputs: TaskInputs, cfg: EvalConfig) -> TaskOutput:
     """Score the localisation task (see the module docstring)."""
     images, categories, anns = load_ground_truth(inputs.ground_truth)
@@ -166,21 +218,33 @@ def evaluate(inputs: TaskInputs, cfg: EvalConfig) -> TaskOutput:
     per_image: dict[Any, dict[str, dict[str, float]]] = {im: {} for im in images}
     for cat, token in categories.items():
         used = [im for im in images if (cat, im) in gt or (cat, im) in pred]
-        ap = average_precision_at_iou(
-            [xywh_to_xyxy(gt.get((cat, im), [])) for im in used],
-            [xywh_to_xyxy(pred[cat, im][0]) if (cat, im) in pred else np.zeros((0, 4)) for im in used],
-            [np.asarray(pred[cat, im][1]) if (cat, im) in pred else np.zeros(0) for im in used],
-            IOU_THRESHOLD,
-            cfg.xray.loc.max_dets,
-        )
+        matched = [  # as average_precision_at_iou: each image's kept detections, matched, in score order
+            match_image(
+                xywh_to_xyxy(gt.get((cat, im), [])),
+                xywh_to_xyxy(pred[cat, im][0]) if (cat, im) in pred else np.zeros((0, 4)),
+                np.asarray(pred[cat, im][1]) if (cat, im) in pred else np.zeros(0),
+                IOU_THRESHOLD,
+                cfg.xray.loc.max_dets,
+            )
+            for im in used
+        ]
+        pooled = np.concatenate([s for s, _ in matched]) if matched else np.zeros(0)
+        n_gt = sum(len(gt.get((cat, im), [])) for im in used)
+        ap = coco_average_precision(pooled, np.concatenate([t for _, t in matched]) if matched else pooled, n_gt)
         out[metric_key(PREFIX, "map_50", "by_category", token)] = summary(ap, n_img, 0 if math.isnan(ap) else n_img)
         if not math.isnan(ap):
             aps.append(ap)
-        for im in used:
+        rank = np.empty(pooled.size, dtype=np.int64)
+        rank[np.argsort(-pooled, kind="stable")] = np.arange(pooled.size)
+        first = 0
+        for im, (scores, is_tp) in zip(used, matched, strict=True):
             per_image[im][token] = {
                 "n_gt": float(len(gt.get((cat, im), []))),
                 "n_det": float(len(pred[cat, im][1]) if (cat, im) in pred else 0),
             }
+            for k, (score, hit) in enumerate(zip(scores.tolist(), is_tp.tolist(), strict=True)):
+                per_image[im][f"{token}/det_{k}"] = {"score": score, "tp": float(hit), "rank": float(rank[first + k])}
+            first += scores.size
     out[metric_key(PREFIX, "map_50")] = summary(float(np.mean(aps)) if aps else math.nan, n_img, n_img if aps else 0)
     notes = []
     n_missing = 0
