@@ -71,13 +71,14 @@ def _audit_umd(args: argparse.Namespace) -> int:
 
     from trackeval.benchmarks import umd
     from trackeval.config import UMDConfig
+    from trackeval.io.escape import escape_terminal
 
     cases, extra, _ = umd.load_cases(args.ground_truth, args.predictions)
     findings = umd.audit_cases(cases, UMDConfig(train_manifest=str(args.train_manifest)))
     missing = [c.case_id for c in cases if c.pred_path is None]
     console = Console()
     for f in findings:
-        console.print(f"[{'red' if f.count else 'green'}]{f.check}: {f.count}[/] {f.note}")
+        console.print(f"[{'red' if f.count else 'green'}]{f.check}: {f.count}[/] {escape_terminal(f.note)}")
     console.print(f"coverage: {len(missing)} case(s) without prediction, {len(extra)} prediction(s) without case")
     return 1 if any(f.count for f in findings) else 0
 
