@@ -437,10 +437,11 @@ def test_pairing_messages_show_digest_prefixes_and_at_most_five_case_ids():
         f"protocol config differs ({a.config_digest[:12]} vs {b.config_digest[:12]}); re-evaluate with the same config"
     ]
     many = _result(_dsc({f"n{k}": (1.0, 1.0) for k in range(7)}))
-    (sets,) = compare_results(many, _result(_dsc(CAND)), "dsc", (), n_resamples=20).problems
+    others = _result(_dsc({f"m{k}": (1.0, 1.0) for k in range(6)}))
+    (sets,) = compare_results(many, others, "dsc", (), n_resamples=20).problems
     assert sets == (
         "case sets differ: 7 case(s) only in the candidate ['n0', 'n1', 'n2', 'n3', 'n4'], "
-        "5 only in the baseline ['c1', 'c2', 'c3', 'c4', 'c5']"
+        "6 only in the baseline ['m0', 'm1', 'm2', 'm3', 'm4']"
     )
     extra = _result(_dsc({**CAND, "c6": (1.0, 1.0)}))
     (fewer,) = compare_results(_result(_dsc(CAND)), extra, "dsc", (), n_resamples=20).problems
@@ -500,3 +501,26 @@ def test_delong_variances_sum_a_subjects_images_when_the_results_cluster_by_subj
     clustered, plain = paired_delong(y, a, b, 0.95, codes), paired_delong(y, a, b, 0.95)
     assert comp.rows[0].std_error == pytest.approx(math.sqrt(clustered.overall_variance), rel=1e-12)
     assert clustered.overall_variance != pytest.approx(plain.overall_variance)
+
+
+def test_delong_images_are_their_own_clusters_unless_the_results_cluster_by_subject():
+    subjects = {c: f"p{k // 2}" for k, c in enumerate(IDS)}
+    cand = _result(_cls(Y, S1), subjects=subjects, item_kind="finding")
+    base = _result(_cls(Y, S2), subjects=subjects, item_kind="finding")
+    comp = compare_results(cand, base, "auroc", ())
+    y, a = _arrays(Y, S1)
+    _, b = _arrays(Y, S2)
+    assert comp.cluster == "case"
+    assert comp.rows[0].std_error == pytest.approx(math.sqrt(paired_delong(y, a, b).overall_variance), rel=1e-12)
+
+
+def test_delong_rows_only_for_findings_and_groups_with_a_defined_auroc():
+    labels = {c: [v[0], 0.0] for c, v in Y.items()}  # f2 has no positive anywhere
+    groups = {c: {"view": "ap" if k < 6 else "pa"} for k, c in enumerate(IDS)}
+    labels["i6"], labels["i7"] = [1.0, 0.0], [1.0, 0.0]  # the "pa" images are all positive for f1
+    cand = _result(_cls(labels, S1), groups=groups, item_kind="finding")
+    base = _result(_cls(labels, S2), groups=groups, item_kind="finding")
+    comp = compare_results(cand, base, "auroc", ("finding", "view"))
+    assert comp.problems == []
+    assert [r.key for r in comp.rows] == ["toy/auroc", "toy/auroc/by_finding/f1", "toy/auroc/by_view/ap"]
+    assert comp.rows[0].n_pairs == 8 and comp.rows[2].n_pairs == 6

@@ -353,3 +353,168 @@ def test_percentiles_widen_to_contain_the_point_estimate():
     lo, hi = percentiles(cols, 0.5, point=np.array([NAN, 2.0, 0.5]))
     np.testing.assert_array_equal(lo, [0.5, 1.0, NAN])
     np.testing.assert_array_equal(hi, [1.5, 2.0, NAN])
+
+
+# ------------------------------------------------------------------ contracts the survivors of `make mutation` showed
+
+
+def test_nanmean_rows_averages_each_row_of_a_matrix():
+    np.testing.assert_array_equal(nanmean_rows(np.array([[1.0, 3.0], [5.0, NAN]])), [2.0, 5.0])
+    assert float(nanmean_rows(np.array([1.0, NAN, 4.0]))) == 2.5
+
+
+def test_mean_over_takes_the_last_axis_of_any_rank():
+    items = np.array([True, False, True])
+    assert float(mean_over(np.array([1.0, 9.0, 3.0]), items)) == 2.0
+    cube = np.arange(12.0).reshape(2, 2, 3)
+    np.testing.assert_array_equal(mean_over(cube, items), [[1.0, 4.0], [7.0, 10.0]])
+    assert mean_over(cube, np.zeros(3, bool)).shape == (2, 2)
+    assert mean_over(np.array([1.0, 2.0]), np.zeros(2, bool)).shape == ()
+
+
+def test_percentiles_default_to_plain_levels_even_with_units():
+    s = np.arange(11.0)
+    assert tuple(map(float, percentiles(s, 0.8, 6))) == pytest.approx((1.0, 9.0))
+
+
+def test_paired_headlines_contain_their_point_estimate_when_every_resample_rounds_beside_it():
+    # nearly every resample of ten equal deltas gives 0.1 (or 0.1 + 1 ulp); the point's own sum rounds just below
+    d = paired_headlines(
+        np.full(10, 0.2), np.full(10, 0.1), reduction="item_mean", best=1.0, n_resamples=50, method="percentile"
+    )
+    assert d.delta < 0.1 and np.quantile(d.samples, 0.025) > d.delta  # the raw interval misses the point
+    assert d.low == d.delta and d.low <= d.delta <= d.high
+    assert d.item_low[0] == d.item_delta[0] and d.item_low[0] <= d.item_delta[0] <= d.item_high[0]
+
+
+def test_paired_headlines_item_intervals_use_each_items_units_and_the_method():
+    cand = np.array([[0.5, 1.0], [0.75, NAN], [1.0, 0.5], [0.25, 0.75], [0.5, 0.5], [0.0, NAN]])
+    base = np.array([[0.25, 1.0], [0.5, NAN], [0.75, NAN], [0.25, 0.25], [0.5, 0.75], [0.25, NAN]])
+    w = _weights(6, 300, 2)
+    item = _replicates(cand, w) - _replicates(base, w)
+    for method, units in (("expanded_percentile", [6, 4]), ("percentile", [6, 4])):
+        d = paired_headlines(cand, base, reduction="item_mean", best=1.0, n_resamples=300, seed=2, method=method)
+        assert d.item_units.tolist() == [6.0, 4.0]
+        for j in range(2):
+            col = item[:, j][~np.isnan(item[:, j])]
+            want = np.quantile(col, interval_levels(0.95, units[j], method))
+            lo, hi = min(want[0], d.item_delta[j]), max(want[1], d.item_delta[j])
+            assert (d.item_low[j], d.item_high[j]) == pytest.approx((lo, hi), rel=1e-12)
+
+
+def test_defaults_of_the_bootstrap_functions():
+    x = np.array([0.25, 0.5, 1.0, 0.75])
+    assert bootstrap_means(x).low == bootstrap_means(x, 1000, 0, 0.95, None, "percentile").low
+    c, b = np.array([0.5, 1.0, 0.25, 0.75]), np.array([0.25, 0.5, 0.5, 0.5])
+    d = paired_headlines(c, b, reduction="item_mean", best=1.0)
+    e = paired_headlines(c, b, reduction="item_mean", best=1.0, n_resamples=2000, seed=0, method="expanded_percentile")
+    assert d.samples.shape == (2000,) and np.array_equal(d.samples, e.samples) and (d.low, d.high) == (e.low, e.high)
+
+
+def test_blocks_of_resamples_give_the_same_intervals(monkeypatch):
+    v = np.array([[0.5, 0.25], [0.75, NAN], [1.0, 0.5], [0.25, 0.75], [0.5, 1.0]])
+    one = bootstrap_means(v, 9, seed=3)
+    pair = paired_headlines(v, v[::-1].copy(), reduction="item_mean", best=1.0, n_resamples=9, seed=3)
+    monkeypatch.setattr(bootstrap, "_BLOCK_ENTRIES", 10)  # two resamples per block
+    np.testing.assert_array_equal(bootstrap_means(v, 9, seed=3).low, one.low)
+    again = paired_headlines(v, v[::-1].copy(), reduction="item_mean", best=1.0, n_resamples=9, seed=3)
+    np.testing.assert_array_equal(again.item_samples, pair.item_samples)
+    np.testing.assert_array_equal(again.samples, pair.samples)
+
+
+def test_bootstrap_means_of_no_case_and_expanded_overall_without_clusters():
+    empty = bootstrap_means(np.zeros((0, 2)), 10, seed=0)
+    assert empty.value.shape == (2,) and np.isnan(empty.value).all()
+    assert np.isnan(empty.low).all() and np.isnan(empty.high).all() and empty.high is not empty.low
+    assert empty.n_valid.tolist() == [0, 0] and np.isnan(empty.overall_low) and np.isnan(empty.overall_high)
+    x = np.array([0.25, 0.5, 1.0, 0.75, 0.0])
+    ci = bootstrap_means(x, 200, seed=4, method="expanded_percentile")
+    reps = _replicates(x[:, None], _weights(5, 200, 4))[:, 0]
+    want = np.quantile(reps, interval_levels(0.95, 5, "expanded_percentile"))
+    assert (ci.overall_low, ci.overall_high) == pytest.approx(tuple(want), rel=1e-12)
+
+
+def test_argument_errors_say_what_is_wrong():
+    with pytest.raises(ValueError, match=r"values must be \(n_cases, k\), got shape \(2, 2, 2\)"):
+        bootstrap_means(np.zeros((2, 2, 2)))
+    with pytest.raises(ValueError, match="^n_resamples must be >= 1$"):
+        bootstrap_means(np.zeros(3), 0)
+    with pytest.raises(ValueError, match=r"^confidence must be in \(0, 1\)$"):
+        bootstrap_means(np.zeros(3), 10, confidence=1.0)
+    for bad in (0.0, 1.0):
+        with pytest.raises(ValueError, match=r"^confidence must be in \(0, 1\)$"):
+            paired_headlines(np.zeros(3), np.zeros(3), reduction="item_mean", best=1.0, confidence=bad)
+        with pytest.raises(ValueError, match=r"^confidence must be in \(0, 1\)$"):
+            paired_delong(np.array([0.0, 1.0]), np.array([0.1, 0.9]), np.array([0.2, 0.8]), confidence=bad)
+
+
+def test_case_mean_leaves_out_cases_without_any_value():
+    cand = np.array([[1.0, 0.0], [NAN, NAN], [0.5, NAN]])
+    base = np.array([[1.0, 1.0], [NAN, NAN], [1.0, NAN]])
+    d = paired_headlines(cand, base, reduction="case_mean", best=1.0, n_resamples=100, seed=1, method="percentile")
+    assert d.candidate == pytest.approx(0.5) and d.baseline == pytest.approx(1.0)
+    w = _weights(3, 100, 1)
+    per_case_c, per_case_b = np.array([0.5, 0.0, 0.5]), np.array([1.0, 0.0, 1.0])
+    has = np.array([1.0, 0.0, 1.0])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        want = (w @ per_case_c - w @ per_case_b) / (w @ has)
+    np.testing.assert_allclose(d.samples, want, rtol=0, atol=1e-15)  # NaN where a resample drew only case 2
+
+
+def _auc_pair():
+    y = np.array([1.0, 1.0, 1.0, 0.0, 0.0, 0.0])
+    good = np.array([0.9, 0.8, 0.6, 0.7, 0.2, 0.1])  # AUC 8/9
+    bad = np.array([0.2, 0.3, 0.55, 0.5, 0.8, 0.9])  # AUC 1/9
+    return y, good, bad
+
+
+def test_paired_delong_intervals_are_clipped_to_minus_one_and_one():
+    y, good, bad = _auc_pair()
+    worse = paired_delong(y, bad, good)
+    assert worse.value[0] == pytest.approx(-7 / 9) and worse.low[0] == -1.0 and worse.overall_low == -1.0
+    assert worse.high[0] > -7 / 9
+    better = paired_delong(y, good, bad)
+    assert better.high[0] == 1.0 and better.overall_high == 1.0 and better.low[0] < 7 / 9
+
+
+def test_paired_delong_leaves_out_a_cell_with_a_score_missing_on_either_side():
+    y, good, bad = _auc_pair()
+    holed = good.copy()
+    holed[2] = NAN
+    d = paired_delong(y, holed, bad)
+    ref = paired_delong(np.delete(y, 2), np.delete(good, 2), np.delete(bad, 2))
+    assert d.n_pairs.tolist() == [5] and d.value[0] == pytest.approx(ref.value[0])
+    assert d.variance[0] == pytest.approx(ref.variance[0])
+    other = paired_delong(y, good, np.where(np.arange(6) == 2, NAN, bad))
+    assert other.n_pairs.tolist() == [5] and other.value[0] == pytest.approx(ref.value[0])
+
+
+def test_paired_delong_skips_an_undefined_finding_and_goes_on():
+    y, good, bad = _auc_pair()
+    labels = np.column_stack([np.zeros(6), y])  # finding 0 has no positive: AUC undefined
+    d = paired_delong(labels, np.column_stack([good, good]), np.column_stack([bad, bad]))
+    assert np.isnan(d.value[0]) and np.isnan(d.candidate[0]) and np.isnan(d.baseline[0]) and d.n_pairs[0] == 0
+    assert d.value[1] == pytest.approx(7 / 9) and d.overall == pytest.approx(7 / 9)
+    assert d.candidate[1] == pytest.approx(8 / 9) and d.baseline[1] == pytest.approx(1 / 9)
+
+
+# ------------------------------------------------------------------ beyond 2000 degrees of freedom
+
+
+@pytest.mark.parametrize("df", [2001, 2500])
+@pytest.mark.parametrize("p", [0.6, 0.75, 0.85])
+def test_t_quantile_beyond_the_series_agrees_with_scipy_to_rounding(df, p):
+    # at moderate levels the Cornish-Fisher terms to 1/df^3 leave an error far below 1e-14 at these df
+    from trackeval.stats.distributions import t_cdf, t_ppf
+
+    assert t_ppf(p, df) == pytest.approx(t.ppf(p, df), abs=2e-15)
+    x = float(t.ppf(p, df))
+    assert t_cdf(x, df) == pytest.approx(p, abs=2e-15)
+    assert t_cdf(-x, df) == pytest.approx(1 - p, abs=2e-15)
+
+
+def test_t_cdf_far_tails_beyond_the_series():
+    from trackeval.stats.distributions import t_cdf
+
+    assert t_cdf(-40.0, 5000) == 0.0 and t_cdf(40.0, 5000) == 1.0
+    assert t_cdf(-31.0, 2001) == 0.0 and t_cdf(31.0, 2001) == 1.0
