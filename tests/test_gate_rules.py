@@ -783,3 +783,25 @@ def test_a_group_without_a_delta_is_named_with_n_a():
     assert [c.detail for c in d.checks if c.name == "worst_group"] == [
         "toy/dsc/by_site/b: delta n/a vs margin -0.25; p=1.0000, adjusted (holm) 1.0000"
     ]
+
+
+def _mean_corpus(cases, weights):
+    return weights @ np.array([c.metrics["all"]["dsc"] for c in cases]) / weights.sum(axis=1)
+
+
+def test_a_corpus_headline_is_kept_for_its_own_metric_only():
+    specs = [
+        _spec("cb/loc", reduction="corpus", corpus=_mean_corpus),
+        _spec("cb/seg", reduction="corpus", corpus=_mean_corpus),
+        _spec("cb/cls", reduction="case_mean"),
+    ]
+    p = resolve_policies(GateConfig(primary_metrics={"cb/seg": "other", "cb/cls": "other"}), specs)
+    assert p["cb/loc"].reduction == "corpus" and p["cb/loc"].corpus is _mean_corpus
+    # another primary metric than the declared one is an item mean: the corpus function computes its metric only
+    assert p["cb/seg"].metric == "other" and p["cb/seg"].reduction == "item_mean" and p["cb/seg"].corpus is None
+    assert p["cb/cls"].reduction == "case_mean" and p["cb/cls"].corpus is None
+    # the record is every field but the function
+    rec = p["cb/loc"].record()
+    assert "corpus" not in rec and rec["reduction"] == "corpus" and rec["unit"] == "cb/loc"
+    assert set(rec) == {f for f in UnitPolicy.__dataclass_fields__ if f != "corpus"}
+    assert json.dumps(rec)

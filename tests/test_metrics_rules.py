@@ -12,9 +12,20 @@ from sklearn.calibration import calibration_curve
 
 from tests.test_metrics_detection import _coco_ap50
 from trackeval.metrics import overlap
-from trackeval.metrics.classification import ece_reference, expected_calibration_error
-from trackeval.metrics.detection import average_precision_at_iou, box_iou, match_image
+from trackeval.metrics.classification import (
+    delong,
+    ece_reference,
+    expected_calibration_error,
+    logit_interval,
+    operating_point,
+    threshold_at_sensitivity,
+    undefined_roc_point,
+    wald_interval,
+)
+from trackeval.metrics.detection import average_precision_at_iou, box_iou, grounding_iou, match_image, xywh_to_xyxy
 from trackeval.metrics.overlap import confusion, confusion_matrix
+
+NAN_AUC = float("nan")
 
 # ------------------------------------------------------------------ detection
 
@@ -136,3 +147,128 @@ def test_a_label_at_the_first_voxel_of_a_real_sized_chunk_is_counted():
     values, matrix = confusion_matrix(pred, truth)
     assert values.tolist() == [0, 1000, 2000, 3000]
     assert matrix[1, 0] == 1 and matrix[2, 2] == 1 and matrix[0, 3] == 1 and matrix[0, 0] == truth.size - 3
+
+
+# ------------------------------------------------------------------ box geometry and COCO defaults
+
+
+def test_iou_of_disjoint_touching_and_empty_boxes():
+    a = [[0.0, 0, 1, 1]]
+    # apart along both axes: both overlaps are negative, their product must not count as an intersection
+    assert box_iou(a, [[2.0, 2, 3, 3]])[0, 0] == 0.0
+    assert box_iou(a, [[1.0, 0, 2, 1]])[0, 0] == 0.0  # touching edges
+    assert box_iou(a, [[0.5, 0.5, 1.5, 1.5]])[0, 0] == pytest.approx(0.25 / 1.75)  # a fractional overlap
+    # zero-area boxes (x2 == x1 is allowed): the union is empty, IoU 0
+    assert box_iou([[1.0, 1, 1, 1]], [[1.0, 1, 1, 1]])[0, 0] == 0.0
+    assert box_iou([[1.0, 1, 1, 2]], [[0.0, 0, 2, 2]])[0, 0] == 0.0
+
+
+def test_box_validation():
+    with pytest.raises(ValueError, match="^box coordinates must be finite$"):
+        box_iou([[0.0, 0, np.nan, 1]], [[0.0, 0, 1, 1]])
+    with pytest.raises(ValueError, match=r"^boxes must satisfy x2 >= x1 and y2 >= y1$"):
+        box_iou([[1.0, 0, 0, 1]], [[0.0, 0, 1, 1]])  # only x is reversed
+    with pytest.raises(ValueError, match=r"^boxes must satisfy x2 >= x1 and y2 >= y1$"):
+        box_iou([[0.0, 1, 1, 0]], [[0.0, 0, 1, 1]])  # only y is reversed
+    with pytest.raises(ValueError, match=r"^pred and truth must pair up, got \(1, 4\) and \(2, 4\)$"):
+        grounding_iou([[0.0, 0, 1, 1]], [[0.0, 0, 1, 1], [0.0, 0, 1, 1]])
+    out = xywh_to_xyxy([[10, 20, 30, 40]])
+    assert out.dtype == np.float64 and out.tolist() == [[10.0, 20.0, 40.0, 60.0]]
+
+
+def test_coco_defaults_iou_half_and_one_hundred_detections():
+    gt = np.array([[0.0, 0, 2, 1]])
+    det = np.array([[0.0, 0, 1, 1]])  # IoU exactly 0.5
+    assert average_precision_at_iou([gt], [det], [np.array([0.9])]) == pytest.approx(1.0)
+    assert match_image(gt, det, np.array([0.9]))[1].tolist() == [True]
+    many = np.tile([[5.0, 5, 6, 6]], (101, 1))
+    kept, _ = match_image(gt, many, np.linspace(1.0, 0.0, 101))
+    assert kept.size == 100 and kept[-1] == pytest.approx(0.01)
+    # 101 false positives above the only true positive: with 100 kept the true positive is cut off
+    dets = np.vstack([many, det])
+    scores = np.r_[np.full(101, 0.9), 0.1]
+    assert average_precision_at_iou([gt], [dets], [scores]) == 0.0
+    assert average_precision_at_iou([gt], [dets], [scores], max_dets=102) > 0.0
+    with pytest.raises(ValueError):
+        average_precision_at_iou([gt, gt], [det], [np.array([0.9])])
+
+
+def test_an_iou_within_1e_10_of_one_matches_at_threshold_one():
+    gt = np.array([[0.0, 0, 1, 1]])
+    det = np.array([[0.0, 0, 1, 1 + 1e-12]])
+    iou = box_iou(det, gt)[0, 0]
+    assert 1 - 1e-10 < iou < 1.0
+    assert match_image(gt, det, np.array([0.9]), iou_threshold=1.0)[1].tolist() == [True]
+    assert match_image(gt, np.array([[0.0, 0, 1, 1.01]]), np.array([0.9]), iou_threshold=1.0)[1].tolist() == [False]
+
+
+def test_equal_scores_keep_their_input_order_as_cocoeval():
+    # 40 detections in one image with three distinct scores: stable sorting keeps tied detections in input order
+    # (COCOeval sorts with mergesort), so the precision curve does not depend on the sort algorithm (numpy's
+    # default sort does not keep the order of ties)
+    gt = np.array([[4.0 * k, 0, 4.0 * k + 1, 1] for k in range(20)])
+    rng = np.random.default_rng(0)
+    dets = np.vstack([gt, gt + [0.0, 10, 0, 10]])[rng.permutation(40)]  # 20 exact hits and 20 misses, shuffled
+    scores = rng.choice([0.5, 0.7, 0.9], 40)
+    assert not np.array_equal(np.argsort(-scores), np.argsort(-scores, kind="stable"))
+    kept, tp = match_image(gt, dets, scores)
+    stable = np.argsort(-scores, kind="stable")
+    np.testing.assert_array_equal(kept, scores[stable])
+    np.testing.assert_array_equal(tp, dets[stable, 1] == 0.0)
+    ap = average_precision_at_iou([gt], [dets], [scores])
+    coco = _coco_ap50(
+        [(1, 1, _xywh(b)) for b in gt.tolist()],
+        [(1, 1, _xywh(b), float(sc)) for b, sc in zip(dets.tolist(), scores, strict=True)],
+        [1],
+        [1],
+    )
+    assert ap == pytest.approx(coco[0], abs=1e-12)
+
+
+# ------------------------------------------------------------------ ROC helpers and AUC intervals
+
+
+def test_undefined_roc_point_names_the_missing_class():
+    assert [undefined_roc_point(y) for y in ([0, 1], [1, 0, 1], [0, 0], [1, 1], [1], [0], [])] == [
+        "",
+        "",
+        "no positive",
+        "no negative",
+        "no negative",
+        "no positive",
+        "no label",
+    ]
+
+
+def test_threshold_at_sensitivity_needs_at_least_one_positive_found():
+    y, s = np.array([1, 1, 1, 0]), np.array([0.9, 0.6, 0.3, 0.5])
+    assert threshold_at_sensitivity(y, s) == 0.3  # default 95%: all three positives
+    assert threshold_at_sensitivity(y, s, 0.01) == 0.9  # any target above 0 needs one positive
+    assert threshold_at_sensitivity(y, s, 0.0) == 0.9
+    assert np.isnan(threshold_at_sensitivity(np.array([0, 0]), np.array([0.2, 0.4])))
+    assert threshold_at_sensitivity(np.array([1]), np.array([0.7])) == 0.7
+    op = operating_point(y, s, 0.6)
+    assert (op.threshold, op.tp, op.fp, op.tn, op.fn) == (0.6, 2, 0, 1, 1)
+
+
+def test_auc_intervals_pass_their_confidence_and_propagate_nan():
+    assert all(np.isnan(logit_interval(NAN_AUC, 0.01)))
+    assert all(np.isnan(logit_interval(0.8, NAN_AUC)))
+    # at the bounds the Wald interval is used, at the requested level
+    assert logit_interval(1.0, 0.01, 0.5) == pytest.approx(wald_interval(1.0, 0.01, 0.5))
+    assert logit_interval(1.0, 0.01, 0.5) != pytest.approx(wald_interval(1.0, 0.01, 0.95))
+    d = delong(np.array([0, 1, 0, 1, 1, 0]), np.array([0.2, 0.7, 0.6, 0.9, 0.4, 0.1]))
+    assert d.ci(0.5) == pytest.approx(logit_interval(d.auc, d.variance, 0.5))
+    assert d.ci(0.5)[1] - d.ci(0.5)[0] < d.ci()[1] - d.ci()[0]
+    assert d.ci() == pytest.approx(logit_interval(d.auc, d.variance, 0.95))
+
+
+def test_ece_argument_errors():
+    with pytest.raises(ValueError, match=r"^n_bins must be >= 1$"):
+        expected_calibration_error(np.array([1]), np.array([0.5]), n_bins=0)
+    with pytest.raises(ValueError, match=r"^probabilities must lie in \[0, 1\]$"):
+        expected_calibration_error(np.array([1]), np.array([1.5]))
+    with pytest.raises(ValueError, match=r"^probabilities must be finite$"):
+        ece_reference(np.array([0.5, np.inf]))
+    with pytest.raises(ValueError, match=r"^probs must be 1D, got shape \(1, 2\)$"):
+        ece_reference(np.array([[0.5, 0.5]]))
