@@ -17,7 +17,7 @@ import pytest
 from trackeval.gate.compare import compare_results, headline_exclusions
 from trackeval.results import BenchmarkResult, CaseRecord, DataInfo, MetricSummary, sha256_text
 from trackeval.stats.bootstrap import cluster_codes, group_seed
-from trackeval.stats.paired import paired_delong, paired_headlines
+from trackeval.stats.paired import paired_corpus, paired_delong, paired_headlines
 
 NAN = math.nan
 
@@ -524,3 +524,158 @@ def test_delong_rows_only_for_findings_and_groups_with_a_defined_auroc():
     assert comp.problems == []
     assert [r.key for r in comp.rows] == ["toy/auroc", "toy/auroc/by_finding/f1", "toy/auroc/by_view/ap"]
     assert comp.rows[0].n_pairs == 8 and comp.rows[2].n_pairs == 6
+
+
+# ------------------------------------------------------------------ corpus metrics (reduction="corpus")
+
+
+def _pooled_rate(cases, weights):
+    """A corpus headline: hits over trials pooled over the weighted cases (NaN without trials)."""
+    hits = np.array([c.metrics.get("all", {}).get("hits") or 0.0 for c in cases])
+    trials = np.array([c.metrics.get("all", {}).get("trials") or 0.0 for c in cases])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (weights @ hits) / (weights @ trials)
+
+
+def _rate(table: dict[str, tuple[float, float] | None]) -> dict:
+    return {c: ({} if v is None else {"all": {"hits": v[0], "trials": v[1]}}) for c, v in table.items()}
+
+
+RC = {"c1": (3.0, 4.0), "c2": (1.0, 2.0), "c3": (2.0, 2.0), "c4": (0.0, 2.0), "c5": None, "c6": (1.0, 1.0)}
+RB = {"c1": (2.0, 4.0), "c2": (1.0, 2.0), "c3": (1.0, 2.0), "c4": (1.0, 2.0), "c5": None, "c6": None}
+RGROUPS = {
+    "c1": {"site": "a"},
+    "c2": {"site": "a"},
+    "c3": {"site": "b"},
+    "c4": {"site": "b"},
+    "c5": {"site": "c"},
+    "c6": {"site": "b"},
+}
+RSUBJECTS = {"c1": "s1", "c2": "s1", "c3": "s2", "c4": "s3", "c5": "s3", "c6": "s4"}
+
+
+def _corpus(cand, base, dims=("item", "site"), **kw):
+    kw = {"n_resamples": 200, "seed": 3, "confidence": 0.9, "reduction": "corpus", "corpus": _pooled_rate, **kw}
+    return compare_results(cand, base, "rate", dims, **kw)
+
+
+def test_corpus_rows_recompute_both_headlines_on_the_same_cluster_resamples():
+    opts = {"groups": RGROUPS, "subjects": RSUBJECTS, "cluster": "subject_id", "interval": "expanded_percentile"}
+    cand, base = _result(_rate(RC), item_kind="item", **opts), _result(_rate(RB), item_kind="item", **opts)
+    comp = _corpus(cand, base)
+    assert comp.problems == []
+    # the item dimension gives no rows (a corpus function has the headline only); the case groups do
+    assert [(r.key, r.dimension, r.group) for r in comp.rows] == [
+        ("toy/rate", "", ""),
+        ("toy/rate/by_site/a", "site", "a"),
+        ("toy/rate/by_site/b", "site", "b"),
+    ]
+    ids = sorted(RC)
+    cases_c, cases_b = sorted(cand.cases, key=lambda c: c.case_id), sorted(base.cases, key=lambda c: c.case_id)
+    codes = cluster_codes([RSUBJECTS[c] for c in ids])
+
+    def direct(key, idx):
+        cr, br = [cases_c[i] for i in idx], [cases_b[i] for i in idx]
+        return paired_corpus(
+            lambda w: _pooled_rate(cr, w),
+            lambda w: _pooled_rate(br, w),
+            len(idx),
+            n_resamples=200,
+            seed=group_seed(3, key),
+            confidence=0.9,
+            clusters=codes[idx],
+            method="expanded_percentile",
+        )
+
+    head, whole = comp.rows[0], direct("toy/rate", np.arange(6))
+    assert (head.candidate, head.baseline) == pytest.approx((7 / 11, 5 / 10)) and head.delta == pytest.approx(
+        7 / 11 - 0.5
+    )
+    assert (head.ci95_low, head.ci95_high, head.n_units) == (whole.low, whole.high, 4)
+    np.testing.assert_array_equal(head.samples, whole.samples)
+    assert head.n_pairs == 5  # c5 has no record on either side; c6 on the candidate's only
+    b = comp.rows[2]
+    group_b = direct("toy/rate/by_site/b", np.array([2, 3, 5]))
+    assert (b.candidate, b.baseline) == pytest.approx((3 / 5, 2 / 4)) and b.n_pairs == 3 and b.n_units == 3
+    assert (b.ci95_low, b.ci95_high) == (group_b.low, group_b.high)
+    np.testing.assert_array_equal(b.samples, group_b.samples)
+
+
+def test_corpus_rows_are_verified_against_the_stored_headlines():
+    good = {"toy/rate": MetricSummary(value=7 / 11 + 1e-13, n=6, n_valid=5)}
+    ok = _corpus(_result(_rate(RC), groups=RGROUPS, aggregates=good), _result(_rate(RB), groups=RGROUPS))
+    assert ok.problems == [] and ok.rows[0].candidate == 7 / 11 + 1e-13  # the stored value is reported
+    base_good = {"toy/rate": MetricSummary(value=0.5 - 1e-13, n=6, n_valid=4)}
+    ok_b = _corpus(_result(_rate(RC), groups=RGROUPS), _result(_rate(RB), groups=RGROUPS, aggregates=base_good))
+    assert ok_b.rows[0].baseline == 0.5 - 1e-13
+    wrong = {"toy/rate": MetricSummary(value=0.25, n=6, n_valid=5)}
+    head = _corpus(_result(_rate(RC), groups=RGROUPS, aggregates=wrong), _result(_rate(RB), groups=RGROUPS))
+    assert head.rows == [] and len(head.problems) == 1
+    assert head.problems[0].startswith("the candidate's toy/rate = 0.25 is not what its case records give")
+    wrong_group = {"toy/rate/by_site/a": MetricSummary(value=0.25, n=2, n_valid=2)}
+    group = _corpus(_result(_rate(RC), groups=RGROUPS), _result(_rate(RB), groups=RGROUPS, aggregates=wrong_group))
+    assert group.rows == [] and len(group.problems) == 1
+    assert group.problems[0].startswith("the baseline's toy/rate/by_site/a = 0.25 is not what its case records give")
+
+
+def test_corpus_edges():
+    none = {c: None for c in RC}
+    empty = _corpus(_result(_rate(none)), _result(_rate(none)), ())
+    assert empty.rows == [] and empty.problems == [
+        "neither result's case records give toy/rate (nothing to recompute it from)"
+    ]
+    one_side = _corpus(_result(_rate(RC)), _result(_rate(none)), ())
+    assert one_side.problems == [] and one_side.rows[0].candidate == pytest.approx(7 / 11)
+    assert one_side.rows[0].baseline is None
+    missing = compare_results(_result(_rate(RC)), _result(_rate(RB)), "rate", (), reduction="corpus")
+    assert missing.rows == [] and missing.problems == [
+        "toy/rate is a corpus metric, but the policy carries no function to recompute it with"
+    ]
+
+
+def test_delong_units_are_the_labelled_images_or_their_subjects():
+    labels = {
+        "i0": [0.0, 0.0],
+        "i1": [1.0, 1.0],
+        "i2": [0.0, 1.0],
+        "i3": [1.0, 0.0],
+        "i4": [0.0, None],
+        "i5": [1.0, None],
+        "i6": [None, None],
+        "i7": [None, None],
+    }
+    subjects = {c: f"p{k // 2}" for k, c in enumerate(IDS)}
+    groups = {c: {"half": "x" if k < 4 else "y"} for k, c in enumerate(IDS)}
+    for cluster, want in (("subject_id", (3, 3, 2, 2)), ("case", (6, 6, 4, 4))):
+        opts = {"subjects": subjects, "groups": groups, "cluster": cluster, "item_kind": "finding"}
+        comp = compare_results(
+            _result(_cls(labels, S1), **opts), _result(_cls(labels, S2), **opts), "auroc", ("finding", "half")
+        )
+        rows = {r.key: r for r in comp.rows}
+        assert comp.problems == [] and "toy/auroc/by_half/y" in rows
+        got = tuple(
+            rows[k].n_units
+            for k in ("toy/auroc", "toy/auroc/by_finding/f1", "toy/auroc/by_finding/f2", "toy/auroc/by_half/x")
+        )
+        assert got == want, cluster
+        assert (rows["toy/auroc/by_finding/f1"].n_pairs, rows["toy/auroc/by_finding/f2"].n_pairs) == (6, 4)
+
+
+def test_corpus_rows_resample_cases_alone_and_read_the_results_interval_method():
+    cand = _result(_rate(RC), subjects=RSUBJECTS)  # cluster "case", interval "percentile"
+    base = _result(_rate(RB), subjects=RSUBJECTS)
+    comp = _corpus(cand, base, ())
+    head = comp.rows[0]
+    assert comp.cluster == "case" and head.n_units == 6
+    cases_c, cases_b = sorted(cand.cases, key=lambda c: c.case_id), sorted(base.cases, key=lambda c: c.case_id)
+    ref = paired_corpus(
+        lambda w: _pooled_rate(cases_c, w),
+        lambda w: _pooled_rate(cases_b, w),
+        6,
+        n_resamples=200,
+        seed=group_seed(3, "toy/rate"),
+        confidence=0.9,
+        method="percentile",
+    )
+    np.testing.assert_array_equal(head.samples, ref.samples)
+    assert (head.ci95_low, head.ci95_high) == (ref.low, ref.high)

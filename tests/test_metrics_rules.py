@@ -11,7 +11,7 @@ import pytest
 from sklearn.calibration import calibration_curve
 
 from tests.test_metrics_detection import _coco_ap50
-from trackeval.metrics import overlap
+from trackeval.metrics import detection, overlap
 from trackeval.metrics.classification import (
     delong,
     ece_reference,
@@ -22,7 +22,14 @@ from trackeval.metrics.classification import (
     undefined_roc_point,
     wald_interval,
 )
-from trackeval.metrics.detection import average_precision_at_iou, box_iou, grounding_iou, match_image, xywh_to_xyxy
+from trackeval.metrics.detection import (
+    average_precision_at_iou,
+    box_iou,
+    grounding_iou,
+    match_image,
+    weighted_average_precision,
+    xywh_to_xyxy,
+)
 from trackeval.metrics.overlap import confusion, confusion_matrix
 
 NAN_AUC = float("nan")
@@ -157,6 +164,9 @@ def test_iou_of_disjoint_touching_and_empty_boxes():
     # apart along both axes: both overlaps are negative, their product must not count as an intersection
     assert box_iou(a, [[2.0, 2, 3, 3]])[0, 0] == 0.0
     assert box_iou(a, [[1.0, 0, 2, 1]])[0, 0] == 0.0  # touching edges
+    # apart along one axis only: the negative overlap must not make a negative intersection
+    assert box_iou(a, [[2.0, 0, 3, 1]])[0, 0] == 0.0
+    assert box_iou(a, [[0.0, 2, 1, 3]])[0, 0] == 0.0
     assert box_iou(a, [[0.5, 0.5, 1.5, 1.5]])[0, 0] == pytest.approx(0.25 / 1.75)  # a fractional overlap
     # zero-area boxes (x2 == x1 is allowed): the union is empty, IoU 0
     assert box_iou([[1.0, 1, 1, 1]], [[1.0, 1, 1, 1]])[0, 0] == 0.0
@@ -272,3 +282,25 @@ def test_ece_argument_errors():
         ece_reference(np.array([0.5, np.inf]))
     with pytest.raises(ValueError, match=r"^probs must be 1D, got shape \(1, 2\)$"):
         ece_reference(np.array([[0.5, 0.5]]))
+
+
+def test_weighted_ap_edges_and_argument_checks(monkeypatch):
+    s, tp, img = [0.9, 0.6, 0.5], [False, True, True], [0, 0, 1]
+    one_row = weighted_average_precision(s, tp, img, [1, 1], np.array([1.0, 1.0]))  # a 1D weight vector
+    assert one_row.shape == (1,) and one_row[0] == pytest.approx(2 / 3)
+    # without detections: 0 where there is truth (one box is enough), NaN where there is none
+    none = weighted_average_precision([], [], [], [1, 0], np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]))
+    np.testing.assert_array_equal(none, [0.0, np.nan, 0.0])
+    monkeypatch.setattr(detection, "_BLOCK_ENTRIES", 1)  # one weight row per block
+    blocks = weighted_average_precision([], [], [], [1, 0], np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]))
+    np.testing.assert_array_equal(blocks, [0.0, np.nan, 0.0])
+    w = np.array([[1, 1], [1, 2], [0, 1], [1, 0]], dtype=float)
+    np.testing.assert_allclose(weighted_average_precision(s, tp, img, [1, 1], w), [2 / 3, 0.75, 1.0, 0.5])
+    with pytest.raises(ValueError, match=r"^scores, is_tp and image_index must match, got \(3,\), \(2,\), \(3,\)$"):
+        weighted_average_precision(s, tp[:2], img, [1, 1], w)
+    with pytest.raises(ValueError, match=r"^image_index must index into n_gt_per_image$"):
+        weighted_average_precision(s, tp, [0, 0, 2], [1, 1], w)  # one past the last image
+    with pytest.raises(ValueError, match=r"^image_index must index into n_gt_per_image$"):
+        weighted_average_precision(s, tp, [0, -1, 1], [1, 1], w)
+    with pytest.raises(ValueError, match=r"^weights must be \(B, 2\) \(one column per image\), got \(4, 3\)$"):
+        weighted_average_precision(s, tp, img, [1, 1], np.ones((4, 3)))

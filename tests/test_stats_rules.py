@@ -29,7 +29,14 @@ from trackeval.stats.bootstrap import (
     units_per_column,
     weight_blocks,
 )
-from trackeval.stats.paired import adjust_pvalues, bootstrap_pvalue, normal_pvalue, paired_delong, paired_headlines
+from trackeval.stats.paired import (
+    adjust_pvalues,
+    bootstrap_pvalue,
+    normal_pvalue,
+    paired_corpus,
+    paired_delong,
+    paired_headlines,
+)
 
 TINY = 2.0**-20
 NAN = math.nan
@@ -403,8 +410,10 @@ def test_paired_headlines_item_intervals_use_each_items_units_and_the_method():
 
 
 def test_defaults_of_the_bootstrap_functions():
-    x = np.array([0.25, 0.5, 1.0, 0.75])
+    x = np.random.default_rng(2).uniform(size=30)
     assert bootstrap_means(x).low == bootstrap_means(x, 1000, 0, 0.95, None, "percentile").low
+    assert bootstrap_means(x).low != bootstrap_means(x, 1001, 0).low
+    assert bootstrap_means(x).low != bootstrap_means(x, 1000, 1).low
     c, b = np.array([0.5, 1.0, 0.25, 0.75]), np.array([0.25, 0.5, 0.5, 0.5])
     d = paired_headlines(c, b, reduction="item_mean", best=1.0)
     e = paired_headlines(c, b, reduction="item_mean", best=1.0, n_resamples=2000, seed=0, method="expanded_percentile")
@@ -518,3 +527,49 @@ def test_t_cdf_far_tails_beyond_the_series():
 
     assert t_cdf(-40.0, 5000) == 0.0 and t_cdf(40.0, 5000) == 1.0
     assert t_cdf(-31.0, 2001) == 0.0 and t_cdf(31.0, 2001) == 1.0
+
+
+# ------------------------------------------------------------------ the corpus bootstrap
+
+
+def _mean_of(x: np.ndarray):
+    return lambda w: (w @ x) / w.sum(axis=1)
+
+
+def test_paired_corpus_of_a_mean_is_the_paired_bootstrap_of_that_mean():
+    rng = np.random.default_rng(8)
+    c, b = rng.uniform(size=12), rng.uniform(size=12)
+    d = paired_corpus(_mean_of(c), _mean_of(b), 12)  # defaults: 2000 resamples, seed 0, expanded percentile
+    ref = paired_headlines(c, b, reduction="item_mean", best=1.0, n_resamples=2000, seed=0)
+    assert d.samples.shape == (2000,)
+    np.testing.assert_allclose(d.samples, ref.samples, rtol=0, atol=1e-14)
+    assert (d.low, d.high) == pytest.approx((ref.low, ref.high), abs=1e-14)
+    assert d.candidate == pytest.approx(c.mean()) and d.delta == pytest.approx(c.mean() - b.mean())
+    codes = np.repeat(np.arange(4), 3)
+    dc = paired_corpus(_mean_of(c), _mean_of(b), 12, n_resamples=300, seed=5, confidence=0.8, clusters=codes)
+    rc = paired_headlines(
+        c, b, reduction="item_mean", best=1.0, n_resamples=300, seed=5, confidence=0.8, clusters=codes
+    )
+    np.testing.assert_allclose(dc.samples, rc.samples, rtol=0, atol=1e-14)
+    assert (dc.low, dc.high) == pytest.approx((rc.low, rc.high), abs=1e-14) and dc.n_units == 4
+    plain = paired_corpus(_mean_of(c), _mean_of(b), 12, n_resamples=300, seed=5, method="percentile")
+    want = np.quantile(plain.samples, (0.025, 0.975))
+    assert (plain.low, plain.high) == pytest.approx(tuple(want), abs=1e-14)
+    # no items: the item arrays are empty
+    assert d.item_units.shape == d.item_low.shape == d.item_high.shape == d.item_delta.shape == (0,)
+    assert d.item_baseline.shape == d.item_candidate.shape == (0,) and d.item_samples.shape == (2000, 0)
+
+
+def test_paired_corpus_edges():
+    empty = paired_corpus(
+        lambda w: np.full(w.shape[0], np.nan), lambda w: np.full(w.shape[0], np.nan), 0, n_resamples=7
+    )
+    assert empty.samples.shape == (7,) and np.isnan(empty.samples).all() and np.isnan(empty.low)
+    # every resample rounds beside the point: the interval still contains it
+    tenth = paired_corpus(
+        _mean_of(np.full(10, 0.2)), _mean_of(np.full(10, 0.1)), 10, n_resamples=50, method="percentile"
+    )
+    assert tenth.low <= tenth.delta <= tenth.high and tenth.low == tenth.delta
+    for bad in (0.0, 1.0):
+        with pytest.raises(ValueError, match=r"^confidence must be in \(0, 1\)$"):
+            paired_corpus(_mean_of(np.ones(3)), _mean_of(np.ones(3)), 3, confidence=bad)
