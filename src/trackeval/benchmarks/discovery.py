@@ -13,14 +13,27 @@ list of benchmark names anywhere else. Loading a spec imports only its declarati
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Iterable
 from importlib.metadata import entry_points
 
 from trackeval.errors import ConfigError
-from trackeval.spec import BenchmarkSpec
+from trackeval.spec import BenchmarkSpec, MetricInfo
 
 #: The entry-point group benchmark units are declared in.
 ENTRY_POINT_GROUP = "trackeval.benchmarks"
+
+
+def _check_evaluate(ep_name: str, spec: BenchmarkSpec) -> None:
+    """``spec.evaluate`` must take ``(inputs, config, model)``: a one-line error naming the unit otherwise."""
+    try:
+        inspect.signature(spec.evaluate).bind(None, None, None)
+    except TypeError as exc:
+        raise ConfigError(
+            f"benchmark unit {spec.name!r} (entry point {ep_name}): evaluate must take (inputs, config, model): {exc}"
+        ) from exc
+    except ValueError:
+        return  # a builtin without a signature: cannot be checked
 
 
 def _specs_of(name: str, obj: object) -> list[BenchmarkSpec]:
@@ -39,7 +52,9 @@ def units() -> dict[str, BenchmarkSpec]:
     """All registered units by name, sorted (loaded once per process).
 
     Raises :class:`~trackeval.errors.ConfigError` for a plug-in that cannot be imported, declares something
-    that is not a spec, registers a unit name twice, or reuses a config section with a different model.
+    that is not a spec, registers a unit name twice, reuses a config section with a different model, or whose
+    ``evaluate`` does not take ``(inputs, config, model)``. (A spec whose primary, summary or plotted metric is
+    not one of its declared :class:`~trackeval.spec.MetricInfo` cannot even be built: the plug-in's import fails.)
     """
     found: dict[str, BenchmarkSpec] = {}
     sections: dict[str, BenchmarkSpec] = {}
@@ -61,6 +76,7 @@ def units() -> dict[str, BenchmarkSpec]:
                 raise ConfigError(
                     f"benchmark unit {spec.name!r} uses the reserved config section {spec.config_section!r}"
                 )
+            _check_evaluate(ep.name, spec)
             found[spec.name] = spec
             sections.setdefault(spec.config_section, spec)
     return dict(sorted(found.items()))
@@ -80,3 +96,10 @@ def by_benchmark() -> dict[str, list[BenchmarkSpec]]:
     for spec in units().values():
         out.setdefault(spec.benchmark, []).append(spec)
     return out
+
+
+def metric_info(unit_name: str, path: str) -> MetricInfo | None:
+    """The declared :class:`~trackeval.spec.MetricInfo` of ``path`` (relative to the unit) of a registered
+    unit, or None (an unknown unit, e.g. a plug-in not installed here, or an undeclared metric)."""
+    spec = units().get(unit_name)
+    return None if spec is None else spec.metric_info(path)

@@ -55,7 +55,7 @@ from trackeval.results import (
     metric_key,
     sha256_text,
 )
-from trackeval.spec import BenchmarkSpec, PrimaryMetric
+from trackeval.spec import BenchmarkSpec, MetricInfo, PrimaryMetric
 from trackeval.stats.bootstrap import (
     bootstrap_means,
     group_seed,
@@ -391,7 +391,6 @@ SPEC = BenchmarkSpec(
         margin=0.01,
         group_margin=0.05,
         floor=0.5,
-        reduction="case_mean",  # image level: the mean over images of each image's mean over its targets
         protocol=tuple(
             f"imis.{f}"
             for f in (
@@ -410,6 +409,16 @@ SPEC = BenchmarkSpec(
                 "geometry_tolerance",
             )
         ),  # fmt: skip
+    ),
+    # image level (the headline): the mean over images of each image's mean over its targets; mask level: the
+    # mean over targets
+    metrics=(
+        MetricInfo("dice", label="Dice", reduction="case_mean"),
+        MetricInfo("dice_auc", label="Dice AUC over clicks", reduction="case_mean"),
+        MetricInfo("noc_{t}", label="NoC@{t}", unit="clicks", higher_is_better=False, reduction="case_mean"),
+        MetricInfo("mask_level/dice", label="Dice (mask level)"),
+        MetricInfo("mask_level/dice_auc", label="Dice AUC over clicks (mask level)"),
+        MetricInfo("mask_level/noc_{t}", label="NoC@{t} (mask level)", unit="clicks", higher_is_better=False),
     ),
     group_dimensions=("modality", "region"),
     plots=(

@@ -52,7 +52,7 @@ from trackeval.io.rankings import RankedLists
 from trackeval.io.tables import read_csv_rows
 from trackeval.metrics.ranking import average_precision, label_relevance, precision_at_10_original_quirk, precision_at_k
 from trackeval.results import BenchmarkResult, CaseRecord, MetricSummary, PlotSpec, build_result, metric_key
-from trackeval.spec import BenchmarkSpec, PrimaryMetric
+from trackeval.spec import BenchmarkSpec, MetricInfo, PrimaryMetric
 from trackeval.stats.bootstrap import bootstrap_means, group_seed
 
 log = logging.getLogger(__name__)
@@ -461,6 +461,11 @@ SPEC = BenchmarkSpec(
         group_margin=0.05,
         floor=0.1,
         protocol=("mir3d.ap_k", "mir3d.ap_denominator", "mir3d.regions"),
+    ),
+    metrics=tuple(
+        MetricInfo(f"{relevance}/{name}_at_{{k}}", label=f"{label}@{{k}} ({words})", record_path=True)
+        for relevance, words in (("flag", "cancer-flag relevance"), ("group", "lesion-group relevance"))
+        for name, label in (("p", "P"), ("ap", "AP"))
     ),
     group_dimensions=("region",),
     plots=(

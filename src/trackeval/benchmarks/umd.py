@@ -51,7 +51,7 @@ from trackeval.results import (
     metric_key,
     sha256_text,
 )
-from trackeval.spec import BenchmarkSpec, PrimaryMetric
+from trackeval.spec import BenchmarkSpec, MetricInfo, PrimaryMetric
 
 log = logging.getLogger(__name__)
 
@@ -364,6 +364,16 @@ SPEC = BenchmarkSpec(
         group_margin=0.05,
         floor=0.5,
         protocol=("umd.labels", "umd.empty_both", "umd.missing_prediction"),
+    ),
+    metrics=(
+        MetricInfo("dsc", label="Dice"),
+        MetricInfo("iou", label="IoU"),
+        MetricInfo("nsd", label="NSD"),
+        MetricInfo("hd95", label="HD95", unit="mm", higher_is_better=False, best=0.0),
+        MetricInfo("hd", label="HD", unit="mm", higher_is_better=False, best=0.0),
+        MetricInfo("assd", label="ASSD", unit="mm", higher_is_better=False, best=0.0),
+        # per organ: the mean over subjects of (a - b) on the subjects that have both modalities
+        MetricInfo("dsc_gap/{a}_vs_{b}", label="Dice gap {A} − {B} (paired)", paired="none"),
     ),
     group_dimensions=("organ", "modality"),
     plots=(

@@ -29,7 +29,7 @@ from trackeval.config import EvalConfig
 from trackeval.config.xray import XRayConfig
 from trackeval.errors import InputError
 from trackeval.results import BenchmarkResult, PlotSpec, build_result
-from trackeval.spec import BenchmarkSpec, PrimaryMetric
+from trackeval.spec import BenchmarkSpec, MetricInfo, PrimaryMetric
 
 NAME = "xray"
 
@@ -95,8 +95,8 @@ def _task_evaluator(task: str) -> Callable[[XRayInputs, EvalConfig, dict[str, st
     return run
 
 
-def _unit(task: str, help: str, primary: PrimaryMetric, dims: tuple[str, ...], plots: tuple[PlotSpec, ...],
-          summary: tuple[str, ...]) -> BenchmarkSpec:  # fmt: skip
+def _unit(task: str, help: str, primary: PrimaryMetric, metrics: tuple[MetricInfo, ...], dims: tuple[str, ...],
+          plots: tuple[PlotSpec, ...], summary: tuple[str, ...]) -> BenchmarkSpec:  # fmt: skip
     return BenchmarkSpec(
         name=f"{NAME}/{task}",
         help=help,
@@ -105,6 +105,7 @@ def _unit(task: str, help: str, primary: PrimaryMetric, dims: tuple[str, ...], p
         config_model=XRayConfig,
         evaluate=_task_evaluator(task),
         primary=primary,
+        metrics=metrics,
         group_dimensions=dims,
         plots=plots,
         summary_metrics=summary,
@@ -117,6 +118,23 @@ SPECS: tuple[BenchmarkSpec, ...] = (
         "cls",
         "multi-label classification: AUROC (DeLong CI), operating point at 95% sensitivity, ECE",
         PrimaryMetric("auroc", margin=0.01, group_margin=0.05, floor=0.6, protocol=("xray.cls.uncertain",)),
+        (
+            # AUROC: macro mean over findings of each finding's AUROC over images, paired by DeLong's test
+            MetricInfo("auroc", label="AUROC", level="corpus", paired="delong", reduction="corpus"),
+            MetricInfo("ap", label="average precision", level="corpus", paired="none", reduction="corpus"),
+            MetricInfo(
+                "ece", label="ECE", higher_is_better=False, level="corpus", paired="none", reduction="corpus",
+                bins="xray.cls.ece_bins",
+            ),
+            MetricInfo(
+                "ece_reference", label="expected ECE of a calibrated model", higher_is_better=False,
+                level="corpus", paired="none", reduction="corpus",
+            ),
+            MetricInfo("sens_at_sens95", label="sensitivity at the 95%-sensitivity threshold"),
+            MetricInfo("spec_at_sens95", label="specificity at 95% sensitivity"),
+            MetricInfo("ppv_at_sens95", label="PPV at 95% sensitivity"),
+            MetricInfo("threshold_at_sens95", label="threshold at 95% sensitivity", paired="none"),
+        ),  # fmt: skip
         ("finding",),
         (
             PlotSpec(metric="auroc", dimension="finding", kind="roc", title="ROC"),
@@ -136,6 +154,7 @@ SPECS: tuple[BenchmarkSpec, ...] = (
             floor=0.5,
             protocol=("xray.seg.labels", "xray.seg.missing_prediction"),
         ),
+        (MetricInfo("dsc", label="Dice"), MetricInfo("miou", label="mIoU")),
         ("class",),
         (PlotSpec(metric="dsc", dimension="class"),),
         ("dsc", "miou"),
@@ -144,6 +163,7 @@ SPECS: tuple[BenchmarkSpec, ...] = (
         "ret",
         "image retrieval: P@k by label",
         PrimaryMetric("p_at_1", margin=0.01, group_margin=0.05, floor=0.1),
+        (MetricInfo("p_at_{k}", label="P@{k}"),),
         (),
         (),
         ("p_at_1", "p_at_5", "p_at_10"),
@@ -152,8 +172,10 @@ SPECS: tuple[BenchmarkSpec, ...] = (
         "loc",
         "box localisation: mAP@50 (COCO 101-point) per category, grounding mIoU",
         # mAP is not a mean over images: the gate resamples images and recomputes it for both versions
-        PrimaryMetric(
-            "map_50", margin=0.01, group_margin=0.05, floor=0.3, reduction="corpus", corpus=loc.map_50_corpus
+        PrimaryMetric("map_50", margin=0.01, group_margin=0.05, floor=0.3),
+        (
+            MetricInfo("map_50", label="mAP@50", level="corpus", reduction="corpus", corpus=loc.map_50_corpus),
+            MetricInfo("miou", label="grounding mIoU"),
         ),
         (),
         (PlotSpec(metric="map_50", dimension="category"),),
@@ -163,6 +185,11 @@ SPECS: tuple[BenchmarkSpec, ...] = (
         "report",
         "report generation: BLEU-1..4, ROUGE-L, CIDEr-D",
         PrimaryMetric("rouge_l", margin=0.01, group_margin=0.05, floor=0.1, protocol=("xray.report.rouge_beta",)),
+        (
+            MetricInfo("bleu_{n}", label="BLEU-{n}", level="corpus", paired="none", reduction="corpus"),
+            MetricInfo("rouge_l", label="ROUGE-L"),
+            MetricInfo("cider", label="CIDEr-D"),
+        ),
         (),
         (),
         ("bleu_4", "rouge_l", "cider"),

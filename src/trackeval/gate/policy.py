@@ -7,12 +7,13 @@ their config key, so ``{xray: cls/auroc}`` selects ``xray/cls/auroc`` for unit `
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 from trackeval.config import GateConfig
-from trackeval.spec import BenchmarkSpec, CorpusHeadline
+from trackeval.spec import BenchmarkSpec, CorpusHeadline, PairedMethod, Reduction
 
 V = TypeVar("V")
 
@@ -37,7 +38,10 @@ class UnitPolicy:
     #: config fields (dotted paths into results.json's ``config``) that affect the metric; None: all of them
     protocol: tuple[str, ...] | None = None
     #: how the headline is built from the case records, and the metric's best value (:class:`PrimaryMetric`)
-    reduction: Literal["item_mean", "case_mean", "corpus"] = "item_mean"
+    reduction: Reduction = "item_mean"
+    #: how two versions are paired on the metric, and the name of its per-case values in the case records
+    paired: PairedMethod = "bootstrap"
+    per_case: str = ""
     best: float = 1.0
     #: the unit's corpus headline function (reduction ``corpus``): code, so not part of :meth:`record`
     corpus: CorpusHeadline | None = field(default=None, compare=False, repr=False)
@@ -87,10 +91,14 @@ def resolve_policies(cfg: GateConfig, specs: Iterable[BenchmarkSpec]) -> dict[st
     out = {}
     for spec in specs:
         metric = _primary_metric(cfg, spec)
+        # the chosen metric's declared facts; an undeclared one is an item mean in the primary metric's direction
+        info = spec.metric_info(metric) or dataclasses.replace(
+            spec.primary_info, name=metric, reduction="item_mean", paired="bootstrap", corpus=None
+        )
         out[spec.name] = UnitPolicy(
             unit=spec.name,
             metric=metric,
-            higher_is_better=spec.primary.higher_is_better,
+            higher_is_better=info.higher_is_better,
             margin=_lookup(cfg.margins, spec.name, spec.primary.margin),
             floor=_lookup(cfg.floors, spec.name, spec.primary.floor),
             superiority=_lookup(cfg.superiority, spec.name, False),
@@ -100,11 +108,10 @@ def resolve_policies(cfg: GateConfig, specs: Iterable[BenchmarkSpec]) -> dict[st
                 (k, v) for k, v in sorted(cfg.group_margins.items()) if k.split("/")[0] == spec.benchmark
             ),
             protocol=spec.primary.protocol if metric == spec.primary.metric else None,
-            # a corpus function computes the declared metric only: another primary metric is an item mean
-            reduction=spec.primary.reduction
-            if metric == spec.primary.metric or spec.primary.reduction != "corpus"
-            else "item_mean",
-            best=spec.primary.best_value,
-            corpus=spec.primary.corpus if metric == spec.primary.metric else None,
+            reduction=info.reduction,
+            paired=info.paired,
+            per_case=info.record_name(metric),
+            best=info.best_value,
+            corpus=info.corpus,
         )
     return out

@@ -26,7 +26,7 @@ from trackeval.config import EvalConfig
 from trackeval.config.base import Section
 from trackeval.engine.executors import map_cases
 from trackeval.results import BenchmarkResult, CaseRecord, build_result
-from trackeval.spec import BenchmarkSpec, PrimaryMetric
+from trackeval.spec import BenchmarkSpec, MetricInfo, PrimaryMetric
 
 
 class DyingConfig(Section):
@@ -103,5 +103,6 @@ SPEC = BenchmarkSpec(
     config_model=DyingConfig,
     evaluate=evaluate,
     primary=PrimaryMetric("accuracy", margin=0.05, group_margin=0.2, floor=0.5),
+    metrics=(MetricInfo("accuracy", label="accuracy"),),
     summary_metrics=("accuracy",),
 )

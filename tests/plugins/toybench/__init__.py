@@ -20,7 +20,7 @@ from trackeval.config import EvalConfig
 from trackeval.config.base import Section
 from trackeval.errors import InputError
 from trackeval.results import BenchmarkResult, CaseRecord, PlotSpec, build_result
-from trackeval.spec import BenchmarkSpec, PrimaryMetric
+from trackeval.spec import BenchmarkSpec, MetricInfo, PrimaryMetric
 
 
 class ToyConfig(Section):
@@ -89,6 +89,7 @@ SPEC = BenchmarkSpec(
     config_model=ToyConfig,
     evaluate=evaluate,
     primary=PrimaryMetric("accuracy", margin=0.05, group_margin=0.2, floor=0.5),
+    metrics=(MetricInfo("accuracy", label="accuracy"),),
     group_dimensions=("site",),
     plots=(PlotSpec(metric="accuracy", dimension="site"),),
     summary_metrics=("accuracy",),
