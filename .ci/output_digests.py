@@ -14,7 +14,7 @@ NAMES = ("results.json", "metrics.json", "cases.parquet")
 
 def main(root: str) -> int:
     base = Path(root)
-    for path in sorted(p for name in NAMES for p in base.rglob(name)):
+    for path in sorted(p for name in NAMES for p in base.rglob(name) if p.is_file() and not p.is_symlink()):
         print(f"{hashlib.sha256(path.read_bytes()).hexdigest()}  {path.relative_to(base)}")
     return 0
 

@@ -24,7 +24,7 @@ from trackeval.interactive.runner import write_log
 from trackeval.io.imis import load_cases, read_case
 from trackeval.metrics.interactive import binary_dice
 
-GROWER = "trackeval.interactive.baselines:region_grower"
+GROWER = "trackeval.demo.baselines:region_grower"
 
 
 def _best(fn, repeats: int = 3) -> float:

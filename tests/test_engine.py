@@ -47,6 +47,10 @@ def test_cache_hit_is_identical_and_skips_work(umd_dataset, tmp_path: Path, monk
 
     monkeypatch.setattr(umd, "_organ_metrics", boom)
     assert _run(gt, pred, tmp_path / "b", "--executor", "local") == first
+    # every output, not only results.json (whose keys are sorted): a cached record keeps the order of its items
+    # and metrics, so cases.parquet's rows and columns are those of a computed run
+    for name in ("metrics.json", "cases.parquet"):
+        assert (tmp_path / "b" / name).read_bytes() == (tmp_path / "a" / name).read_bytes(), name
 
 
 def test_cache_key_covers_inputs_and_config(umd_dataset, tmp_path: Path):

@@ -11,6 +11,7 @@ from trackeval.benchmarks import mir3d
 from trackeval.demo.mir3d_baselines import data_dir, write_baseline
 from trackeval.gate.compare import compare_results
 from trackeval.gate.decide import decide
+from trackeval.gate.policy import UnitPolicy
 from trackeval.results import BenchmarkResult
 
 
@@ -38,13 +39,18 @@ def _gate(results, candidate: str, *extra: str):
     )
 
 
+def _declared(unit: str) -> UnitPolicy:
+    """The policy of a built-in unit under the default config: its primary metric with the facts it declares."""
+    return gate_policies(load_config())[unit]
+
+
 def _per_organ(result: BenchmarkResult, organ: str) -> dict[str, float]:
     return {c.case_id: c.metrics[organ]["dsc"] for c in result.cases}
 
 
 def test_paired_deltas_equal_hand_computed_case_differences(results):
     cand, base = results["organ_regress"], results["champion"]
-    comp = compare_results(cand, base, "dsc", ("organ", "modality"), n_resamples=500)
+    comp = compare_results(cand, base, _declared("umd"), ("organ", "modality"), n_resamples=500)
     rows = {r.key: r for r in comp.rows}
     per_organ = {}
     for organ in gate_data.LABELS:
@@ -162,7 +168,7 @@ def test_mir3d_results_pair_on_full_metric_path(tmp_path):
     cfg = load_config(None, ["bootstrap.n_resamples=200"])
     rand = mir3d.evaluate(data_dir(), write_baseline("random", tmp_path / "r.csv", seed=1), cfg)
     oracle = mir3d.evaluate(data_dir(), write_baseline("oracle", tmp_path / "o.csv"), cfg)
-    cmp = compare_results(oracle, rand, "group/ap_at_10", dimensions=("region",))
+    cmp = compare_results(oracle, rand, _declared("mir3d"), ("region",))
     head = cmp.rows[0]
     expected = oracle.aggregates["mir3d/group/ap_at_10"].value - rand.aggregates["mir3d/group/ap_at_10"].value
     assert not cmp.problems and head.delta == pytest.approx(expected)

@@ -10,16 +10,27 @@ from __future__ import annotations
 
 import json
 import math
+from typing import Any
 
 import numpy as np
 import pytest
 
 from trackeval.gate.compare import compare_results, headline_exclusions
+from trackeval.gate.policy import UnitPolicy, metric_facts
 from trackeval.results import BenchmarkResult, CaseRecord, DataInfo, MetricSummary, sha256_text
+from trackeval.spec import MetricInfo
 from trackeval.stats.bootstrap import cluster_codes, group_seed
 from trackeval.stats.paired import paired_corpus, paired_delong, paired_headlines
 
 NAN = math.nan
+
+
+def facts(metric: str, **declared: Any) -> UnitPolicy:
+    """What the comparison knows of ``metric`` when its unit declares ``MetricInfo(metric, **declared)``: the
+    metric facts of a policy of unit ``toy`` (its gate rules are placeholders, which a comparison does not read)."""
+    rules = {"margin": 0.0, "floor": None, "superiority": False, "group_dimensions": (), "default_group_margin": 0.0}
+    info = MetricInfo(metric, label=metric, **declared)
+    return UnitPolicy(unit="toy", group_margins=(), **rules, **metric_facts(metric, info))
 
 
 def _result(
@@ -76,10 +87,10 @@ def test_bootstrap_rows_hold_each_sides_headline_and_the_paired_interval():
     cand = _result(_dsc(CAND), groups=SITES, subjects=SUBJECTS, cluster="subject_id", interval="expanded_percentile")
     base = _result(_dsc(BASE), groups=SITES, subjects=SUBJECTS, cluster="subject_id", interval="expanded_percentile")
     comp = compare_results(
-        cand, base, "dsc", ("organ", "site"), n_resamples=300, seed=4, confidence=0.9, labels=("v2", "v1")
+        cand, base, facts("dsc"), ("organ", "site"), n_resamples=300, seed=4, confidence=0.9, labels=("v2", "v1")
     )
     assert comp.problems == [] and comp.method == "paired_bootstrap"
-    assert (comp.benchmark, comp.metric, comp.cluster, comp.interval) == (
+    assert (comp.unit, comp.metric, comp.cluster, comp.interval) == (
         "toy",
         "toy/dsc",
         "subject_id",
@@ -135,32 +146,32 @@ def test_bootstrap_rows_hold_each_sides_headline_and_the_paired_interval():
 
 def test_rows_are_reproducible_and_do_not_depend_on_the_other_rows():
     cand, base = _result(_dsc(CAND), groups=SITES), _result(_dsc(BASE), groups=SITES)
-    full = compare_results(cand, base, "dsc", ("organ", "site"), n_resamples=200, seed=1)
-    sites = compare_results(cand, base, "dsc", ("site",), n_resamples=200, seed=1)
+    full = compare_results(cand, base, facts("dsc"), ("organ", "site"), n_resamples=200, seed=1)
+    sites = compare_results(cand, base, facts("dsc"), ("site",), n_resamples=200, seed=1)
     assert [r.key for r in sites.rows] == ["toy/dsc", "toy/dsc/by_site/a", "toy/dsc/by_site/b"]
     np.testing.assert_array_equal(sites.rows[1].samples, full.rows[3].samples)  # the site row's own resamples
-    other = compare_results(cand, base, "dsc", ("site",), n_resamples=200, seed=2)
+    other = compare_results(cand, base, facts("dsc"), ("site",), n_resamples=200, seed=2)
     assert not np.array_equal(other.rows[0].samples, sites.rows[0].samples, equal_nan=True)
-    assert [r.model_dump() for r in compare_results(cand, base, "dsc", ("site",), n_resamples=200, seed=1).rows] == [
-        r.model_dump() for r in sites.rows
-    ]
+    assert [
+        r.model_dump() for r in compare_results(cand, base, facts("dsc"), ("site",), n_resamples=200, seed=1).rows
+    ] == [r.model_dump() for r in sites.rows]
     # case order does not matter: cases are paired by id
     shuffled = cand.model_copy(update={"cases": cand.cases[::-1]})
-    again = compare_results(shuffled, base, "dsc", ("site",), n_resamples=200, seed=1)
+    again = compare_results(shuffled, base, facts("dsc"), ("site",), n_resamples=200, seed=1)
     assert [r.model_dump() for r in again.rows] == [r.model_dump() for r in sites.rows]
 
 
 def test_an_item_one_side_never_has_counts_as_the_best_value_there():
     cand = _result(_dsc({"c1": (1.0, 0.0), "c2": (0.5, 0.0)}))
     base = _result(_dsc({"c1": (1.0, NAN), "c2": (0.5, NAN)}))
-    dice = {r.key: r for r in compare_results(cand, base, "dsc", ("organ",), n_resamples=50).rows}
+    dice = {r.key: r for r in compare_results(cand, base, facts("dsc"), ("organ",), n_resamples=50).rows}
     heart = dice["toy/dsc/by_organ/heart"]
     assert heart.candidate == 0.0 and heart.baseline is None and heart.delta == -1.0
     assert dice["toy/dsc"].candidate == pytest.approx(0.375) and dice["toy/dsc"].baseline == pytest.approx(0.75)
     # a distance (best 0): the hallucinated organ at distance 0 is a delta of 0 against the best value
-    dist = {r.key: r for r in compare_results(cand, base, "dsc", ("organ",), n_resamples=50, best=0.0).rows}
+    dist = {r.key: r for r in compare_results(cand, base, facts("dsc", best=0.0), ("organ",), n_resamples=50).rows}
     assert dist["toy/dsc/by_organ/heart"].delta == 0.0
-    none = compare_results(base, base, "dsc", ("organ",), n_resamples=50)
+    none = compare_results(base, base, facts("dsc"), ("organ",), n_resamples=50)
     assert [r.key for r in none.rows] == ["toy/dsc", "toy/dsc/by_organ/liver"]  # no heart value on either side
 
 
@@ -169,18 +180,20 @@ def test_case_mean_reduction_and_the_full_metric_path():
         c: {"q": {"group/ap": a}, "r": {"group/ap": b}} for c, (a, b) in {"c1": (1.0, 0.0), "c2": (1.0, NAN)}.items()
     }
     base = {c: {"q": {"group/ap": 0.5}, "r": {"group/ap": 0.5}} for c in ("c1", "c2")}
-    comp = compare_results(_result(cand), _result(base), "group/ap", (), n_resamples=20, reduction="case_mean")
+    comp = compare_results(
+        _result(cand), _result(base), facts("group/ap", reduction="case_mean", record_path=True), (), n_resamples=20
+    )
     head = comp.rows[0]
     assert head.key == "toy/group/ap"
     # case means: c1 (1 + 0) / 2 = 0.5, c2 1.0 -> 0.75 (the item mean would be (1 + 0) / 2 = 0.5)
     assert head.candidate == pytest.approx(0.75) and head.baseline == pytest.approx(0.5)
-    item_mean = compare_results(_result(cand), _result(base), "group/ap", (), n_resamples=20)
+    item_mean = compare_results(_result(cand), _result(base), facts("group/ap", record_path=True), (), n_resamples=20)
     assert item_mean.rows[0].candidate == pytest.approx(0.5)
 
 
 def test_no_value_on_either_side_is_a_problem():
     empty = _result(_dsc({"c1": (NAN, NAN), "c2": (NAN, NAN)}))
-    comp = compare_results(empty, empty, "dsc", ("organ",), n_resamples=10)
+    comp = compare_results(empty, empty, facts("dsc"), ("organ",), n_resamples=10)
     assert comp.problems == ["no case has a dsc value in either result"] and comp.rows == []
 
 
@@ -188,10 +201,10 @@ def test_stored_headlines_must_be_what_the_case_records_give():
     stored = MetricSummary(value=0.6625, ci95_low=0.5, ci95_high=0.7, n=5, n_valid=5)
     cand = _result(_dsc(CAND), aggregates={"toy/dsc": stored})
     base = _result(_dsc(BASE))
-    ok = compare_results(cand, base, "dsc", (), n_resamples=20)
+    ok = compare_results(cand, base, facts("dsc"), (), n_resamples=20)
     assert ok.problems == [] and ok.rows[0].candidate == 0.6625  # the stored value, equal up to rounding
     wrong = _result(_dsc(CAND), aggregates={"toy/dsc": stored.model_copy(update={"value": 0.625})})
-    bad = compare_results(wrong, base, "dsc", (), n_resamples=20)
+    bad = compare_results(wrong, base, facts("dsc"), (), n_resamples=20)
     assert bad.rows == []
     assert bad.problems == [
         f"the candidate's toy/dsc = 0.625 is not what its case records give ({(0.625 + 0.7) / 2!r}): the gate "
@@ -201,15 +214,15 @@ def test_stored_headlines_must_be_what_the_case_records_give():
     # a group row is verified too, and any problem removes every row
     group = MetricSummary(value=0.25, n=2, n_valid=2)
     wrong_group = _result(_dsc(BASE), aggregates={"toy/dsc/by_organ/liver": group})
-    g = compare_results(cand, wrong_group, "dsc", ("organ",), n_resamples=20)
+    g = compare_results(cand, wrong_group, facts("dsc"), ("organ",), n_resamples=20)
     assert g.rows == [] and len(g.problems) == 1 and g.problems[0].startswith("the baseline's toy/dsc/by_organ/liver")
     # null stored for an item without any value is what the records give (NaN); a number there is not
     no_heart = {c: (v[0], NAN) for c, v in BASE.items()}
     null = {"toy/dsc/by_organ/heart": MetricSummary(value=None, n=5, n_valid=0)}
-    h = compare_results(_result(_dsc(CAND)), _result(_dsc(no_heart), aggregates=null), "dsc", ("organ",))
+    h = compare_results(_result(_dsc(CAND)), _result(_dsc(no_heart), aggregates=null), facts("dsc"), ("organ",))
     assert h.problems == [] and h.rows[1].key == "toy/dsc/by_organ/heart" and h.rows[1].baseline is None
     number = {"toy/dsc/by_organ/heart": MetricSummary(value=0.5, n=5, n_valid=0)}
-    h = compare_results(_result(_dsc(CAND)), _result(_dsc(no_heart), aggregates=number), "dsc", ("organ",))
+    h = compare_results(_result(_dsc(CAND)), _result(_dsc(no_heart), aggregates=number), facts("dsc"), ("organ",))
     assert h.rows == [] and h.problems[0].startswith("the baseline's toy/dsc/by_organ/heart = 0.5 is not what")
 
 
@@ -217,7 +230,7 @@ def test_a_case_group_without_values_has_no_row():
     groups = {**SITES, "c5": {"site": "c"}}
     cand = _result(_dsc({**CAND, "c5": (NAN, NAN)}), groups=groups)
     base = _result(_dsc({**BASE, "c5": (NAN, NAN)}), groups=groups)
-    comp = compare_results(cand, base, "dsc", ("site", "modality"), n_resamples=20)
+    comp = compare_results(cand, base, facts("dsc"), ("site", "modality"), n_resamples=20)
     assert [r.key for r in comp.rows] == ["toy/dsc", "toy/dsc/by_site/a", "toy/dsc/by_site/b"]
     assert comp.rows[0].n_pairs == 4
 
@@ -249,7 +262,7 @@ def test_delong_rows_equal_paired_delong_per_finding_and_group():
         _result(_cls(Y, S1), groups=groups, item_kind="finding"),
         _result(_cls(Y, S2), groups=groups, item_kind="finding"),
     )
-    comp = compare_results(cand, base, "auroc", ("finding", "view"), confidence=0.9)
+    comp = compare_results(cand, base, facts("auroc", paired="delong"), ("finding", "view"), confidence=0.9)
     assert comp.method == "delong" and comp.problems == []
     assert [(r.key, r.dimension, r.group) for r in comp.rows] == [
         ("toy/auroc", "", ""),
@@ -284,7 +297,7 @@ def test_delong_rows_equal_paired_delong_per_finding_and_group():
 
 def test_identical_auroc_versions_have_a_zero_standard_error():
     r = _result(_cls(Y, S1), item_kind="finding")
-    comp = compare_results(r, r, "auroc", ("finding",))
+    comp = compare_results(r, r, facts("auroc", paired="delong"), ("finding",))
     assert [row.std_error for row in comp.rows] == [0.0, 0.0, 0.0]
     assert all(row.delta == 0.0 for row in comp.rows)
 
@@ -292,36 +305,41 @@ def test_identical_auroc_versions_have_a_zero_standard_error():
 def test_delong_labels_must_agree_and_exist():
     base = _result(_cls(Y, S2), item_kind="finding")
     flipped = {**Y, "i3": [0.0, 0.0]}
-    comp = compare_results(_result(_cls(flipped, S1), item_kind="finding"), base, "auroc", ())
+    comp = compare_results(_result(_cls(flipped, S1), item_kind="finding"), base, facts("auroc", paired="delong"), ())
     assert comp.rows == [] and comp.problems == [
         "labels differ between the two results (case 'i3', f1: 0.0 vs 1.0); re-evaluate both versions on the same "
         "ground truth"
     ]
     # an unknown label on one side only differs too
     unknown = {**Y, "i2": [None, 0.0]}
-    u = compare_results(_result(_cls(unknown, S1), item_kind="finding"), base, "auroc", ())
+    u = compare_results(_result(_cls(unknown, S1), item_kind="finding"), base, facts("auroc", paired="delong"), ())
     assert u.problems == [
         "labels differ between the two results (case 'i2', f1: nan vs 0.0); re-evaluate both versions on the same "
         "ground truth"
     ]
     # unknown on both sides is the same label
     both = compare_results(
-        _result(_cls(unknown, S1), item_kind="finding"), _result(_cls(unknown, S2), item_kind="finding"), "auroc", ()
+        _result(_cls(unknown, S1), item_kind="finding"),
+        _result(_cls(unknown, S2), item_kind="finding"),
+        facts("auroc", paired="delong"),
+        (),
     )
     assert both.problems == [] and both.rows[0].n_pairs == 15
     bare = {c: {} for c in IDS}
-    none = compare_results(_result(bare), _result(bare), "auroc", ())
+    none = compare_results(_result(bare), _result(bare), facts("auroc", paired="delong"), ())
     assert none.problems == [
         "the case records carry no per-image 'label'/'score' values, which DeLong's AUROC comparison needs "
         "(an xray result of --task cls has them)"
     ]
-    one_side = compare_results(_result(bare), base, "auroc", ())
+    one_side = compare_results(_result(bare), base, facts("auroc", paired="delong"), ())
     assert one_side.problems[0].startswith("labels differ between the two results (case 'i0', f1: nan vs 0.0)")
 
 
 def test_delong_without_a_defined_auroc_is_a_problem():
     negatives = {c: [0.0, 0.0] for c in IDS}
-    comp = compare_results(_result(_cls(negatives, S1)), _result(_cls(negatives, S2)), "auroc", ())
+    comp = compare_results(
+        _result(_cls(negatives, S1)), _result(_cls(negatives, S2)), facts("auroc", paired="delong"), ()
+    )
     assert comp.problems == ["no paired images: no finding has a defined AUROC in both results"]
 
 
@@ -330,16 +348,20 @@ def test_delong_stored_headlines_are_verified():
     _, b = _arrays(Y, S2)
     ref = paired_delong(y, a, b)
     good = MetricSummary(value=ref.overall_candidate, n=8, n_valid=8)
-    ok = compare_results(_result(_cls(Y, S1), aggregates={"toy/auroc": good}), _result(_cls(Y, S2)), "auroc", ())
+    ok = compare_results(
+        _result(_cls(Y, S1), aggregates={"toy/auroc": good}), _result(_cls(Y, S2)), facts("auroc", paired="delong"), ()
+    )
     assert ok.problems == []
     off = MetricSummary(value=ref.overall_candidate + 0.01, n=8, n_valid=8)
-    bad = compare_results(_result(_cls(Y, S1)), _result(_cls(Y, S2), aggregates={"toy/auroc": off}), "auroc", ())
+    bad = compare_results(
+        _result(_cls(Y, S1)), _result(_cls(Y, S2), aggregates={"toy/auroc": off}), facts("auroc", paired="delong"), ()
+    )
     assert bad.rows == [] and len(bad.problems) == 1
     assert bad.problems[0].startswith(f"the baseline's toy/auroc = {off.value!r} is not what its case records give")
     both = compare_results(
         _result(_cls(Y, S1), aggregates={"toy/auroc": off}),
         _result(_cls(Y, S2), aggregates={"toy/auroc": off}),
-        "auroc",
+        facts("auroc", paired="delong"),
         (),
     )
     assert [p.split(" = ")[0] for p in both.problems] == ["the candidate's toy/auroc", "the baseline's toy/auroc"]
@@ -355,7 +377,7 @@ def test_findings_below_min_positives_are_left_out_on_either_side():
     assert headline_exclusions(_result({}, extra_config={"other_run": {"findings_below_min_positives": ["f2"]}})) == []
     cand = _result(_cls(Y, S1), item_kind="finding")
     base = _result(_cls(Y, S2), item_kind="finding", extra_config=left_out)
-    comp = compare_results(cand, base, "auroc", ("finding",), protocol=("toy.x",))
+    comp = compare_results(cand, base, facts("auroc", paired="delong"), ("finding",), protocol=("toy.x",))
     assert comp.problems == [] and [r.key for r in comp.rows] == ["toy/auroc", "toy/auroc/by_finding/f1"]
     y, a = _arrays(Y, S1)
     _, b = _arrays(Y, S2)
@@ -365,25 +387,38 @@ def test_findings_below_min_positives_are_left_out_on_either_side():
 # ------------------------------------------------------------------ what the comparison reads from each result
 
 
-def test_the_per_case_metric_is_the_full_path_or_else_its_last_token():
-    cand = {c: {"q": {"ap": v}} for c, v in {"c1": 1.0, "c2": 0.5}.items()}
-    base = {c: {"q": {"ap": v}} for c, v in {"c1": 0.5, "c2": 0.5}.items()}
-    # the records hold the last token only: mir3d/group/a/ap would be read as "ap"
-    comp = compare_results(_result(cand), _result(base), "group/sub/ap", (), n_resamples=20)
+def test_the_per_case_values_are_read_under_the_declared_record_name():
+    cand = {c: {"q": {"ap": v, "group/sub/ap": 2 * v}} for c, v in {"c1": 1.0, "c2": 0.5}.items()}
+    base = {c: {"q": {"ap": v, "group/sub/ap": 2 * v}} for c, v in {"c1": 0.5, "c2": 0.5}.items()}
+    # by default the records hold the last token: toy/group/sub/ap is read as "ap"
+    comp = compare_results(_result(cand), _result(base), facts("group/sub/ap"), (), n_resamples=20)
     assert comp.problems == [] and comp.rows[0].key == "toy/group/sub/ap"
     assert comp.rows[0].delta == pytest.approx(0.25)
-    two = compare_results(_result(cand), _result(base), "group/ap", (), n_resamples=20)
-    assert two.rows[0].delta == pytest.approx(0.25)
-    # a metric the records do not hold at all: nothing to compare, named by its last token
-    absent = compare_results(_result(cand), _result(base), "group/sub/dsc", (), n_resamples=20)
+    # record_path: under the whole path (3D-MIR's group/ap_at_10), whatever else the records hold
+    whole = compare_results(_result(cand), _result(base), facts("group/sub/ap", record_path=True), (), n_resamples=20)
+    assert whole.problems == [] and whole.rows[0].delta == pytest.approx(0.5)
+    # a metric the records do not hold at all: nothing to compare, named by its record name
+    absent = compare_results(_result(cand), _result(base), facts("group/sub/dsc"), (), n_resamples=20)
     assert absent.problems == ["no case has a dsc value in either result"]
-    single = compare_results(_result(cand), _result(base), "dsc", (), n_resamples=20)
-    assert single.problems == ["no case has a dsc value in either result"]
+    named = compare_results(_result(cand), _result(base), facts("group/dsc", record_path=True), (), n_resamples=20)
+    assert named.problems == ["no case has a group/dsc value in either result"]
+
+
+def test_a_metric_declared_without_a_paired_method_cannot_be_gated():
+    cand, base = _result(_dsc(CAND)), _result(_dsc(BASE))
+    comp = compare_results(cand, base, facts("dsc", paired="none"), ("organ",), n_resamples=20)
+    assert comp.rows == [] and comp.problems == [
+        "toy/dsc cannot be gated: its unit declares no paired comparison for it (paired='none'); choose another "
+        "primary metric (gate.primary_metrics)"
+    ]
+    # after the pairing problems, which say why the results are not comparable at all
+    other = compare_results(cand, _result(_dsc(BASE), benchmark="other"), facts("dsc", paired="none"), ())
+    assert other.problems[0].startswith("different benchmark units") and "cannot be gated" in other.problems[-1]
 
 
 def test_defaults_resamples_and_seed():
     cand, base = _result(_dsc(CAND)), _result(_dsc(BASE))
-    comp = compare_results(cand, base, "dsc", ())
+    comp = compare_results(cand, base, facts("dsc"), ())
     assert len(comp.rows[0].samples) == 2000
     ids = ["c1", "c2", "c3", "c4", "c5"]
     ref = paired_headlines(
@@ -404,7 +439,7 @@ def test_cases_are_resampled_alone_unless_the_results_cluster_by_subject():
     by_case = compare_results(
         _result(_dsc(CAND), subjects=SUBJECTS),
         _result(_dsc(BASE), subjects=SUBJECTS),
-        "dsc",
+        facts("dsc"),
         ("organ",),
         n_resamples=50,
     )
@@ -412,7 +447,7 @@ def test_cases_are_resampled_alone_unless_the_results_cluster_by_subject():
     by_subject = compare_results(
         _result(_dsc(CAND), subjects=SUBJECTS, cluster="subject_id"),
         _result(_dsc(BASE), subjects=SUBJECTS, cluster="subject_id"),
-        "dsc",
+        facts("dsc"),
         (),
         n_resamples=50,
     )
@@ -422,7 +457,7 @@ def test_cases_are_resampled_alone_unless_the_results_cluster_by_subject():
 def test_the_protocol_digest_is_of_the_compared_fields_and_ignores_key_order():
     a = _result(_dsc(CAND), extra_config={"toy": {"labels": {"liver": 1, "heart": 5}, "tol": 1}})
     b = _result(_dsc(BASE), extra_config={"toy": {"labels": {"heart": 5, "liver": 1}, "tol": 2}})
-    comp = compare_results(a, b, "dsc", (), n_resamples=20, protocol=("toy.labels",))
+    comp = compare_results(a, b, facts("dsc"), (), n_resamples=20, protocol=("toy.labels",))
     assert comp.problems == []
     assert comp.protocol_digest == sha256_text(json.dumps({"toy.labels": {"heart": 5, "liver": 1}}))
     assert comp.protocol_digest != a.config_digest
@@ -431,20 +466,20 @@ def test_the_protocol_digest_is_of_the_compared_fields_and_ignores_key_order():
 def test_pairing_messages_show_digest_prefixes_and_at_most_five_case_ids():
     a = _result(_dsc(CAND), extra_config={"toy": {"t": 1}})
     b = _result(_dsc(CAND), extra_config={"toy": {"t": 2}})
-    comp = compare_results(a, b, "dsc", (), n_resamples=20)
+    comp = compare_results(a, b, facts("dsc"), (), n_resamples=20)
     assert comp.rows == []
     assert comp.problems == [
         f"protocol config differs ({a.config_digest[:12]} vs {b.config_digest[:12]}); re-evaluate with the same config"
     ]
     many = _result(_dsc({f"n{k}": (1.0, 1.0) for k in range(7)}))
     others = _result(_dsc({f"m{k}": (1.0, 1.0) for k in range(6)}))
-    (sets,) = compare_results(many, others, "dsc", (), n_resamples=20).problems
+    (sets,) = compare_results(many, others, facts("dsc"), (), n_resamples=20).problems
     assert sets == (
         "case sets differ: 7 case(s) only in the candidate ['n0', 'n1', 'n2', 'n3', 'n4'], "
         "6 only in the baseline ['m0', 'm1', 'm2', 'm3', 'm4']"
     )
     extra = _result(_dsc({**CAND, "c6": (1.0, 1.0)}))
-    (fewer,) = compare_results(_result(_dsc(CAND)), extra, "dsc", (), n_resamples=20).problems
+    (fewer,) = compare_results(_result(_dsc(CAND)), extra, facts("dsc"), (), n_resamples=20).problems
     assert fewer == "case sets differ: 0 case(s) only in the candidate [], 1 only in the baseline ['c6']"
 
 
@@ -457,7 +492,7 @@ def test_a_stored_value_equal_to_the_records_within_rounding_is_the_one_reported
     comp = compare_results(
         _result(_dsc(CAND), aggregates=near_c),
         _result(_dsc(BASE), aggregates=near_b),
-        "dsc",
+        facts("dsc"),
         ("organ",),
         n_resamples=20,
     )
@@ -465,14 +500,14 @@ def test_a_stored_value_equal_to_the_records_within_rounding_is_the_one_reported
     assert (row.candidate, row.baseline) == (liver_c + 1e-13, liver_b - 1e-13)
     # near 0 the tolerance is absolute: a stored 0 for records that give 1e-13
     tiny = _result({"c1": {"q": {"dsc": 1e-13}}}, aggregates={"toy/dsc": MetricSummary(value=0.0, n=1, n_valid=1)})
-    zero = compare_results(tiny, _result({"c1": {"q": {"dsc": 0.0}}}), "dsc", (), n_resamples=20)
+    zero = compare_results(tiny, _result({"c1": {"q": {"dsc": 0.0}}}), facts("dsc"), (), n_resamples=20)
     assert zero.problems == [] and zero.rows[0].candidate == 0.0
 
 
 def test_an_item_only_the_champion_has_counts_as_the_best_value_on_the_candidate_side():
     cand = _result(_dsc({"c1": (1.0, NAN), "c2": (0.5, NAN)}))
     base = _result(_dsc({"c1": (1.0, 0.25), "c2": (0.5, 0.75)}))
-    rows = {r.key: r for r in compare_results(cand, base, "dsc", ("organ",), n_resamples=20).rows}
+    rows = {r.key: r for r in compare_results(cand, base, facts("dsc"), ("organ",), n_resamples=20).rows}
     heart = rows["toy/dsc/by_organ/heart"]
     assert heart.candidate is None and heart.baseline == 0.5 and heart.delta == 0.5  # 1 - 0.5
 
@@ -482,7 +517,7 @@ def test_case_group_aggregates_are_verified():
     comp = compare_results(
         _result(_dsc(CAND), groups=SITES, aggregates=wrong),
         _result(_dsc(BASE), groups=SITES),
-        "dsc",
+        facts("dsc"),
         ("site",),
         n_resamples=20,
     )
@@ -494,7 +529,7 @@ def test_delong_variances_sum_a_subjects_images_when_the_results_cluster_by_subj
     subjects = {c: f"p{k // 2}" for k, c in enumerate(IDS)}
     cand = _result(_cls(Y, S1), subjects=subjects, cluster="subject_id", item_kind="finding")
     base = _result(_cls(Y, S2), subjects=subjects, cluster="subject_id", item_kind="finding")
-    comp = compare_results(cand, base, "auroc", ("finding",))
+    comp = compare_results(cand, base, facts("auroc", paired="delong"), ("finding",))
     y, a = _arrays(Y, S1)
     _, b = _arrays(Y, S2)
     codes = cluster_codes([subjects[c] for c in IDS])
@@ -507,7 +542,7 @@ def test_delong_images_are_their_own_clusters_unless_the_results_cluster_by_subj
     subjects = {c: f"p{k // 2}" for k, c in enumerate(IDS)}
     cand = _result(_cls(Y, S1), subjects=subjects, item_kind="finding")
     base = _result(_cls(Y, S2), subjects=subjects, item_kind="finding")
-    comp = compare_results(cand, base, "auroc", ())
+    comp = compare_results(cand, base, facts("auroc", paired="delong"), ())
     y, a = _arrays(Y, S1)
     _, b = _arrays(Y, S2)
     assert comp.cluster == "case"
@@ -520,7 +555,7 @@ def test_delong_rows_only_for_findings_and_groups_with_a_defined_auroc():
     labels["i6"], labels["i7"] = [1.0, 0.0], [1.0, 0.0]  # the "pa" images are all positive for f1
     cand = _result(_cls(labels, S1), groups=groups, item_kind="finding")
     base = _result(_cls(labels, S2), groups=groups, item_kind="finding")
-    comp = compare_results(cand, base, "auroc", ("finding", "view"))
+    comp = compare_results(cand, base, facts("auroc", paired="delong"), ("finding", "view"))
     assert comp.problems == []
     assert [r.key for r in comp.rows] == ["toy/auroc", "toy/auroc/by_finding/f1", "toy/auroc/by_view/ap"]
     assert comp.rows[0].n_pairs == 8 and comp.rows[2].n_pairs == 6
@@ -555,8 +590,8 @@ RSUBJECTS = {"c1": "s1", "c2": "s1", "c3": "s2", "c4": "s3", "c5": "s3", "c6": "
 
 
 def _corpus(cand, base, dims=("item", "site"), **kw):
-    kw = {"n_resamples": 200, "seed": 3, "confidence": 0.9, "reduction": "corpus", "corpus": _pooled_rate, **kw}
-    return compare_results(cand, base, "rate", dims, **kw)
+    kw = {"n_resamples": 200, "seed": 3, "confidence": 0.9, **kw}
+    return compare_results(cand, base, facts("rate", reduction="corpus", corpus=_pooled_rate), dims, **kw)
 
 
 def test_corpus_rows_recompute_both_headlines_on_the_same_cluster_resamples():
@@ -627,7 +662,8 @@ def test_corpus_edges():
     one_side = _corpus(_result(_rate(RC)), _result(_rate(none)), ())
     assert one_side.problems == [] and one_side.rows[0].candidate == pytest.approx(7 / 11)
     assert one_side.rows[0].baseline is None
-    missing = compare_results(_result(_rate(RC)), _result(_rate(RB)), "rate", (), reduction="corpus")
+    read_back = facts("rate", reduction="corpus", corpus=_pooled_rate).model_copy(update={"corpus": None})
+    missing = compare_results(_result(_rate(RC)), _result(_rate(RB)), read_back, ())
     assert missing.rows == [] and missing.problems == [
         "toy/rate is a corpus metric, but the policy carries no function to recompute it with"
     ]
@@ -649,7 +685,10 @@ def test_delong_units_are_the_labelled_images_or_their_subjects():
     for cluster, want in (("subject_id", (3, 3, 2, 2)), ("case", (6, 6, 4, 4))):
         opts = {"subjects": subjects, "groups": groups, "cluster": cluster, "item_kind": "finding"}
         comp = compare_results(
-            _result(_cls(labels, S1), **opts), _result(_cls(labels, S2), **opts), "auroc", ("finding", "half")
+            _result(_cls(labels, S1), **opts),
+            _result(_cls(labels, S2), **opts),
+            facts("auroc", paired="delong"),
+            ("finding", "half"),
         )
         rows = {r.key: r for r in comp.rows}
         assert comp.problems == [] and "toy/auroc/by_half/y" in rows

@@ -30,7 +30,7 @@ from trackeval.metrics.detection import (
     xywh_to_xyxy,
 )
 from trackeval.results import BenchmarkResult
-from trackeval.spec import PrimaryMetric
+from trackeval.spec import MetricInfo
 from trackeval.stats.bootstrap import group_seed
 from trackeval.stats.paired import paired_corpus, paired_headlines
 
@@ -198,18 +198,21 @@ def test_ones_give_the_stored_map50(loc_runs):
     )
 
 
+#: what the gate knows of xray/loc's mAP: the facts the unit declares (a corpus metric with its function)
+LOC = resolve_policies(GateConfig(), SPECS)["xray/loc"]
+
+
 def test_loc_policy_is_the_corpus_reduction():
-    policy = resolve_policies(GateConfig(), SPECS)["xray/loc"]
-    assert policy.reduction == "corpus" and policy.corpus is map_50_corpus
-    record = policy.record()
+    assert LOC.reduction == "corpus" and LOC.paired == "bootstrap" and LOC.corpus is map_50_corpus
+    record = LOC.model_dump(mode="json")
     assert "corpus" not in record and record["reduction"] == "corpus"
     json.dumps(record)
     miou = resolve_policies(GateConfig(primary_metrics={"xray": "loc/miou"}), SPECS)["xray/loc"]
     assert miou.metric == "miou" and miou.reduction == "item_mean" and miou.corpus is None
     with pytest.raises(ValueError, match="corpus"):
-        PrimaryMetric("map_50", reduction="corpus")
+        MetricInfo("map_50", label="mAP", reduction="corpus")
     with pytest.raises(ValueError, match="corpus"):
-        PrimaryMetric("map_50", corpus=map_50_corpus)
+        MetricInfo("map_50", label="mAP", corpus=map_50_corpus)
 
 
 def test_the_champions_detections_pass_and_half_the_true_positives_fail(loc_runs):
@@ -238,7 +241,7 @@ def test_the_champions_detections_pass_and_half_the_true_positives_fail(loc_runs
 
 def test_the_corpus_interval_is_the_paired_corpus_bootstrap(loc_runs):
     cand, base = loc_runs["worse"], loc_runs["champion"]
-    comp = compare_results(cand, base, "map_50", (), n_resamples=200, seed=5, reduction="corpus", corpus=map_50_corpus)
+    comp = compare_results(cand, base, LOC, (), n_resamples=200, seed=5)
     cc = sorted(cand.cases, key=lambda c: c.case_id)
     bc = sorted(base.cases, key=lambda c: c.case_id)
     ref = paired_corpus(
@@ -252,7 +255,7 @@ def test_the_corpus_interval_is_the_paired_corpus_bootstrap(loc_runs):
     row = comp.rows[0]
     assert (row.ci95_low, row.ci95_high) == (ref.low, ref.high)
     assert row.delta == pytest.approx(ref.delta, abs=1e-12)
-    missing = compare_results(cand, base, "map_50", (), n_resamples=20, reduction="corpus")
+    missing = compare_results(cand, base, LOC.model_copy(update={"corpus": None}), (), n_resamples=20)
     assert missing.rows == [] and "no function to recompute" in missing.problems[0]
 
 
@@ -266,5 +269,5 @@ def test_a_result_without_detection_records_is_not_compared(loc_runs):
             ]
         }
     )
-    comp = compare_results(old, base, "map_50", (), n_resamples=20, reduction="corpus", corpus=map_50_corpus)
+    comp = compare_results(old, base, LOC, (), n_resamples=20)
     assert comp.rows == [] and "is not what its case records give" in comp.problems[0]

@@ -20,9 +20,11 @@ from sklearn.metrics import roc_auc_score
 from trackeval.api import gate_policies, load_config
 from trackeval.benchmarks import xray
 from trackeval.benchmarks.xray_tasks.common import TaskInputs
+from trackeval.config import GateConfig
 from trackeval.demo.xray_data import NIH_FINDINGS, nih_findings
 from trackeval.gate.compare import compare_results
 from trackeval.gate.decide import decide
+from trackeval.gate.policy import resolve_policies
 from trackeval.metrics.classification import delong
 from trackeval.results import BenchmarkResult
 from trackeval.stats.paired import normal_pvalue, paired_delong
@@ -198,6 +200,10 @@ def xray_results(tmp_path_factory) -> dict[str, BenchmarkResult]:
     return out
 
 
+#: what the gate knows of xray/cls's AUROC: the facts the unit declares (paired by DeLong)
+CLS = resolve_policies(GateConfig(), xray.SPECS)["xray/cls"]
+
+
 def _gate(results: dict[str, BenchmarkResult], candidate: str, champion: str = "champion", *extra: str):
     cfg = load_config(None, [*OVERRIDES, *extra])
     cand, champ = {"xray/cls": results[candidate]}, {"xray/cls": results[champion]}
@@ -211,7 +217,7 @@ def _labels_scores(result: BenchmarkResult, token: str) -> tuple[np.ndarray, np.
 
 def test_xray_comparison_rows_match_the_evaluations_and_direct_delong(xray_results):
     cand, base = xray_results["improved"], xray_results["champion"]
-    comp = compare_results(cand, base, "auroc", ("finding",))
+    comp = compare_results(cand, base, CLS, ("finding",))
     assert comp.method == "delong" and not comp.problems
     rows = {r.key: r for r in comp.rows}
     head = rows["xray/cls/auroc"]
@@ -229,7 +235,7 @@ def test_xray_comparison_rows_match_the_evaluations_and_direct_delong(xray_resul
     assert head.delta == pytest.approx(np.mean([r.delta for r in comp.rows[1:]]), abs=1e-12)
     # case order does not matter: images are paired by case id
     shuffled = cand.model_copy(update={"cases": cand.cases[::-1]})
-    again = compare_results(shuffled, base, "auroc", ("finding",))
+    again = compare_results(shuffled, base, CLS, ("finding",))
     assert [r.model_dump() for r in again.rows] == [r.model_dump() for r in comp.rows]
 
 
@@ -286,12 +292,15 @@ def test_differing_labels_and_missing_labels_are_pairing_problems(xray_results):
     first = cand.cases[0]
     flipped = {**first.metrics, "hernia": {**first.metrics["hernia"], "label": 1.0 - first.metrics["hernia"]["label"]}}
     changed = cand.model_copy(update={"cases": [first.model_copy(update={"metrics": flipped}), *cand.cases[1:]]})
-    comp = compare_results(changed, base, "auroc", ("finding",))
+    comp = compare_results(changed, base, CLS, ("finding",))
     assert comp.rows == [] and len(comp.problems) == 1
     assert "labels differ" in comp.problems[0] and first.case_id in comp.problems[0] and "hernia" in comp.problems[0]
     bare = [c.model_copy(update={"metrics": {}}) for c in cand.cases]
     no_labels = compare_results(
-        cand.model_copy(update={"cases": bare}), base.model_copy(update={"cases": bare}), "auroc", ()
+        cand.model_copy(update={"cases": bare}),
+        base.model_copy(update={"cases": bare}),
+        CLS,
+        (),
     )
     assert no_labels.rows == [] and "no per-image 'label'/'score'" in no_labels.problems[0]
 
@@ -303,7 +312,7 @@ def test_case_group_rows_recompute_the_macro_delong_on_their_images(xray_results
         cases = [c.model_copy(update={"groups": {"view": "pa" if int(c.case_id[-5]) % 2 else "ap"}}) for c in r.cases]
         return r.model_copy(update={"cases": cases})
 
-    comp = compare_results(with_view(cand), with_view(base), "auroc", ("view",))
+    comp = compare_results(with_view(cand), with_view(base), CLS, ("view",))
     assert [r.key for r in comp.rows] == ["xray/cls/auroc", "xray/cls/auroc/by_view/ap", "xray/cls/auroc/by_view/pa"]
     tokens = [f.lower() for f in NIH_FINDINGS]
     cases_c = sorted(cand.cases, key=lambda c: c.case_id)

@@ -23,7 +23,7 @@ from tests import gate_data
 from tests.hostile.test_tracking_faults import finish, spawn
 from tests.test_tracking import _start_server, _stop, migrated_db, store  # noqa: F401 - shared fixtures
 from trackeval.cli import main
-from trackeval.tracking import model_registry
+from trackeval.tracking import promotion
 
 # ------------------------------------------------------------------------------------------- fixtures
 
@@ -199,7 +199,7 @@ def test_promote_decides_again_when_the_champion_moved_while_deciding(store, ver
     for version in ("champion", "improved", "improved2"):
         assert main(["track", str(versions[version]), *sets]) == 0
     assert main(["promote", "--model", "seg", "--candidate", "champion", *sets]) == 0
-    original, calls = model_registry.judge, []
+    original, calls = promotion.judge, []
 
     def judge_while_another_promotes(ml, name, cand_mv, champ_mv, cfg, policies):
         out = original(ml, name, cand_mv, champ_mv, cfg, policies)
@@ -209,7 +209,7 @@ def test_promote_decides_again_when_the_champion_moved_while_deciding(store, ver
             client.set_registered_model_alias("seg", "champion", "2")
         return out
 
-    monkeypatch.setattr(model_registry, "judge", judge_while_another_promotes)
+    monkeypatch.setattr(promotion, "judge", judge_while_another_promotes)
     assert main(["promote", "--model", "seg", "--candidate", "improved2", *sets]) == 0
     assert calls == ["1", "2"]
     assert _aliases(client) == {"champion": "3", "previous": "2"}

@@ -16,9 +16,9 @@ from sklearn.metrics import f1_score
 
 from trackeval.api import config_model, load_config
 from trackeval.benchmarks.imis import aggregate, evaluate
+from trackeval.benchmarks.imis_config import IMISConfig
 from trackeval.cli import main
 from trackeval.config import EvalConfig
-from trackeval.config.imis import IMISConfig
 from trackeval.demo.imis_data import build_imis_demo
 from trackeval.errors import InputError
 from trackeval.interactive.clicks import bounding_box, error_click, first_click, inner_pixels
@@ -410,7 +410,7 @@ def test_config_switches_validate():
 def test_click_unet_trains_saves_and_runs_the_loop(demo, tmp_path):
     import torch
 
-    from trackeval.interactive.baselines import click_unet, train_click_unet
+    from trackeval.demo.baselines import click_unet, train_click_unet
     from trackeval.interactive.loop import run_sequence
 
     weights = tmp_path / "unet.pt"
@@ -433,7 +433,7 @@ def test_click_unet_trains_saves_and_runs_the_loop(demo, tmp_path):
 
 
 def test_region_grower_improves_with_corrective_clicks_on_a_real_slice(demo):
-    from trackeval.interactive.baselines import region_grower
+    from trackeval.demo.baselines import region_grower
     from trackeval.interactive.loop import run_sequence
 
     cfg = IMISConfig()
@@ -473,7 +473,7 @@ def test_mlflow_model_uri_runs_the_protocol(demo, tmp_path, monkeypatch):
     import mlflow
     import mlflow.pyfunc
 
-    from trackeval.interactive.baselines import RegionGrower
+    from trackeval.demo.baselines import RegionGrower
     from trackeval.interactive.loop import load_model
 
     class Wrapped(mlflow.pyfunc.PythonModel):

@@ -12,8 +12,8 @@ import torch.nn.functional as F
 
 from trackeval.api import config_model
 from trackeval.benchmarks.imis import evaluate
+from trackeval.benchmarks.imis_config import IMISConfig
 from trackeval.config import EvalConfig
-from trackeval.config.imis import IMISConfig
 from trackeval.demo.imis_data import build_imis_demo
 from trackeval.errors import ConfigError, InputError
 from trackeval.interactive.loop import run_sequence

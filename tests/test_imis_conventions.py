@@ -16,13 +16,13 @@ from scipy import ndimage
 
 from tests.test_imis import write_imis
 from trackeval.api import config_model, load_config
-from trackeval.benchmarks.imis import evaluate
+from trackeval.benchmarks.imis import evaluate, sequence_metrics
+from trackeval.benchmarks.imis_config import IMISConfig
 from trackeval.config import EvalConfig
-from trackeval.config.imis import IMISConfig
 from trackeval.demo.imis_data import build_imis_demo
 from trackeval.errors import ConfigError
 from trackeval.interactive.clicks import error_click
-from trackeval.interactive.loop import PromptSchedule, sequence_metrics
+from trackeval.interactive.loop import PromptSchedule
 from trackeval.interactive.protocol import Request
 from trackeval.interactive.runner import write_log
 from trackeval.metrics.interactive import binary_dice, binary_iou, number_of_clicks

@@ -11,8 +11,8 @@ from sklearn.metrics import average_precision_score
 
 from tests.conftest import evaluate_argv
 from trackeval.benchmarks.mir3d import RankedList, load_ground_truth, score_region
+from trackeval.benchmarks.mir3d_config import Mir3dConfig
 from trackeval.cli import main
-from trackeval.config import Mir3dConfig
 from trackeval.demo.mir3d_baselines import data_dir, oracle_rankings, random_rankings, write_baseline
 
 METRICS = ("p_at_1", "p_at_3", "p_at_5", "p_at_10", "ap_at_10")

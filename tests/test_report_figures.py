@@ -24,17 +24,7 @@ from tests.conftest import save_nifti
 from tests.test_imis import write_imis
 from tests.test_mir3d import HAND, RANKINGS, _rankings, _toy_gt
 from trackeval.interactive.protocol import Request
-from trackeval.report.figures import (
-    figure_name,
-    metric_label,
-    overlay_figure_objects,
-    overlay_figures,
-    result_figures,
-    save_figures,
-    version_label,
-)
-from trackeval.report.html import comparison_report, result_report
-from trackeval.report.plots import (
+from trackeval.plotdata import (
     POOLED,
     box_rows,
     curve_k_rows,
@@ -43,6 +33,15 @@ from trackeval.report.plots import (
     pr_rows,
     roc_curve_rows,
 )
+from trackeval.report.figures import (
+    figure_name,
+    overlay_figure_objects,
+    overlay_figures,
+    result_figures,
+    save_figures,
+)
+from trackeval.report.html import comparison_report, result_report
+from trackeval.report.labels import metric_label, version_label
 from trackeval.results import BenchmarkResult, PlotSpec
 
 FINDINGS = ("Atelectasis", "Effusion", "Pleural Thickening")
@@ -442,6 +441,30 @@ def test_plotspec_is_backward_compatible(pairs):
     ):
         with pytest.raises(ValueError):
             PlotSpec.model_validate({"metric": "dsc", "dimension": "organ", **bad})
-    assert metric_label("hd95") == "HD95 (mm)" and metric_label("auroc") == "AUROC"
-    assert metric_label("group/p_at_10") == "P@10 (lesion-group relevance)"
+    # the units' declared labels (MetricInfo), with the unit of measurement and the filled placeholders
+    assert metric_label("umd", "hd95") == "HD95 (mm)" and metric_label("xray/cls", "auroc") == "AUROC"
+    assert metric_label("mir3d", "group/p_at_10") == "P@10 (lesion-group relevance)"
+    assert metric_label("umd", "dsc_gap/ct_vs_pet/by_organ/liver") == "Dice gap CT − PET (paired)"
+    assert metric_label("imis", "noc_85") == "NoC@85 (clicks)"
+    assert metric_label("not_installed", "dice_auc") == "dice auc"  # a unit not registered here
+    assert metric_label("umd", "not_declared_metric") == "not declared metric"
     assert len(plot_rows(result, PlotSpec(metric="nsd", dimension="organ"))) == 3
+
+
+def test_curve_legends_show_the_reported_values_and_compute_none(xray):
+    """ROC and reliability legends carry each finding's AUROC / ECE as results.json reports it; the pooled
+    (micro-averaged) curve is not a reported metric and shows no number; PR shows none (no AP aggregate)."""
+    result = xray["v1"]
+    figures = dict(result_figures(result))
+    try:
+        for kind, metric, label in (("roc", "auroc", "AUROC"), ("reliability", "ece", "ECE")):
+            legend = [t.get_text() for t in figures[f"xray__cls__{kind}"].axes[0].get_legend().get_texts()]
+            for token in TOKENS:
+                value = result.aggregates[f"xray/cls/{metric}/by_finding/{token}"].value
+                assert f"{token} ({label} {value:.3f})" in legend, legend
+            assert "pooled" in legend
+        pr = [t.get_text() for t in figures["xray__cls__pr"].axes[0].get_legend().get_texts()]
+        assert set(TOKENS) <= set(pr) and "pooled" in pr
+    finally:
+        for fig in figures.values():
+            plt.close(fig)

@@ -8,6 +8,7 @@ seed), so a change in how replicates, levels or resampling units are formed show
 from __future__ import annotations
 
 import math
+import warnings
 import zlib
 
 import numpy as np
@@ -21,10 +22,7 @@ from trackeval.stats.bootstrap import (
     expanded_pvalue,
     group_seed,
     interval_levels,
-    mean_over,
     n_clusters,
-    nanmean_cols,
-    nanmean_rows,
     percentiles,
     units_per_column,
     weight_blocks,
@@ -37,6 +35,7 @@ from trackeval.stats.paired import (
     paired_delong,
     paired_headlines,
 )
+from trackeval.stats.reduce import headline, mean_over, nan_mean, ratio
 
 TINY = 2.0**-20
 NAN = math.nan
@@ -229,8 +228,8 @@ def test_cluster_codes_seeds_and_counts():
 
 
 def test_nan_aware_means():
-    np.testing.assert_array_equal(nanmean_cols(np.array([1.0, 2.0, 3.0]), np.array([2.0, 0.0, 1.0])), [0.5, NAN, 3])
-    np.testing.assert_array_equal(nanmean_rows(np.array([[1.0, NAN, 4.0], [NAN, NAN, NAN]])), [2.5, NAN])
+    np.testing.assert_array_equal(ratio(np.array([1.0, 2.0, 3.0]), np.array([2.0, 0.0, 1.0])), [0.5, NAN, 3])
+    np.testing.assert_array_equal(nan_mean(np.array([[1.0, NAN, 4.0], [NAN, NAN, NAN]])), [2.5, NAN])
     m = np.array([[1.0, 2.0, NAN], [1.0, 2.0, 3.0]])
     np.testing.assert_array_equal(mean_over(m, np.array([True, True, False])), [1.5, 1.5])
     np.testing.assert_array_equal(mean_over(m, np.array([True, False, True])), [NAN, 2.0])
@@ -365,9 +364,9 @@ def test_percentiles_widen_to_contain_the_point_estimate():
 # ------------------------------------------------------------------ contracts the survivors of `make mutation` showed
 
 
-def test_nanmean_rows_averages_each_row_of_a_matrix():
-    np.testing.assert_array_equal(nanmean_rows(np.array([[1.0, 3.0], [5.0, NAN]])), [2.0, 5.0])
-    assert float(nanmean_rows(np.array([1.0, NAN, 4.0]))) == 2.5
+def test_nan_mean_averages_each_row_of_a_matrix():
+    np.testing.assert_array_equal(nan_mean(np.array([[1.0, 3.0], [5.0, NAN]])), [2.0, 5.0])
+    assert float(nan_mean(np.array([1.0, NAN, 4.0]))) == 2.5
 
 
 def test_mean_over_takes_the_last_axis_of_any_rank():
@@ -573,3 +572,27 @@ def test_paired_corpus_edges():
     for bad in (0.0, 1.0):
         with pytest.raises(ValueError, match=r"^confidence must be in \(0, 1\)$"):
             paired_corpus(_mean_of(np.ones(3)), _mean_of(np.ones(3)), 3, confidence=bad)
+
+
+def test_nan_mean_has_the_bits_of_numpy_nanmean_and_a_mean_over_nothing_is_nan():
+    rng = np.random.default_rng(3)
+    m = rng.random((37, 5))
+    m[rng.random(m.shape) < 0.3] = NAN
+    m[:, 2] = NAN
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        for axis in (0, 1):
+            ours, numpy = nan_mean(m, axis), np.nanmean(m, axis=axis)
+            np.testing.assert_array_equal(np.isnan(ours), np.isnan(numpy))
+            assert ours[~np.isnan(ours)].tobytes() == numpy[~np.isnan(numpy)].tobytes()  # the same bits
+    assert np.isnan(nan_mean(np.zeros((0, 3)), 0)).all()
+
+
+def test_headline_rules_item_mean_and_case_mean():
+    # case 0 has one item, case 1 two: the item means are (1 + 3) / 2 = 2 and 5 -> 3.5; the case means 1 and 4 -> 2.5
+    m = np.array([[1.0, NAN], [3.0, 5.0]])
+    assert headline(m, "item_mean") == 3.5
+    assert headline(m, "case_mean") == 2.5
+    assert headline(np.array([2.0, NAN, 4.0]), "case_mean") == headline(np.array([2.0, NAN, 4.0]), "item_mean") == 3.0
+    assert math.isnan(headline(np.full((2, 2), NAN), "item_mean"))
+    assert math.isnan(headline(np.zeros((0, 2)), "case_mean"))

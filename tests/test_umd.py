@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 
 from tests.conftest import umd_argv
+from trackeval.benchmarks.umd_config import UMD_ORGANS
 from trackeval.cli import main
-from trackeval.config import UMD_ORGANS
 
 
 def _dice(a: np.ndarray, b: np.ndarray) -> float:

@@ -14,6 +14,7 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -155,6 +156,7 @@ def test_help_imports_no_heavy_module() -> None:
         ["evaluate", "xray"],
         ["evaluate", "imis"],
         ["evaluate", "mir3d"],
+        ["audit", "umd"],
     ]
     commands += [[c] for c in ("demo", "audit", "data", "track", "promote", "compare", "pipeline")]
     code = (
@@ -174,7 +176,7 @@ def test_help_imports_no_heavy_module() -> None:
 
 
 def test_every_builtin_unit_is_registered_through_its_entry_point() -> None:
-    from trackeval.benchmarks.discovery import by_benchmark, units
+    from trackeval.registry import by_benchmark, units
 
     assert sorted(units()) == ["imis", "mir3d", "umd", "xray/cls", "xray/loc", "xray/report", "xray/ret", "xray/seg"]
     assert sorted(by_benchmark()) == ["imis", "mir3d", "umd", "xray"]
@@ -183,27 +185,35 @@ def test_every_builtin_unit_is_registered_through_its_entry_point() -> None:
 # --- import layers -----------------------------------------------------------------------------------------------
 
 #: Which of trackeval's top-level packages/modules each one may import (itself always allowed). Leaf modules
-#: (errors, results, spec, config) may be imported from everywhere except ``metrics``.
-LEAVES = {"errors", "results", "spec", "config", "__init__"}
+#: (errors, results, spec, config, _version, registry: the registered units' declarations, loaded through entry
+#: points, never a static import of an adapter) may be imported from everywhere except ``metrics``; a built-in
+#: unit's config section (``trackeval.benchmarks.<unit>_config``) lives beside its adapter but belongs to the
+#: ``config`` layer (it imports only ``trackeval.config``: :func:`test_config_sections_import_only_config`).
+LEAVES = {"errors", "results", "spec", "config", "_version", "registry", "__init__"}
+SECTION = re.compile(r"^trackeval\.benchmarks\.[a-z0-9]+_config(?:\.|\Z)")  # the module, or a name in it
 ALLOWED: dict[str, set[str]] = {
     "metrics": set(),
     "stats": {"metrics"},
-    "io": set(),
+    "io": {"stats"},  # the results folder verifies aggregates against the case records (stats.verify)
     "engine": {"io"},
     "audit": {"io"},
     "interactive": {"metrics", "io", "engine"},
     "benchmarks": {"metrics", "io", "stats", "engine", "audit", "interactive"},
     "gate": {"stats", "metrics"},
-    "report": {"gate", "stats", "metrics", "io"},  # io.escape: each medium's one escaping function
-    "tracking": {"io", "gate", "report", "stats", "metrics"},
+    "plotdata": {"metrics", "stats"},  # the rows behind figures: curves and bins through the metric kernels
+    # the report draws and prints what results hold: it computes no metric (no metrics/, no stats/)
+    "report": {"gate", "io", "plotdata"},  # io.escape: each medium's one escaping function
+    "tracking": {"io", "gate", "report", "plotdata", "stats", "metrics"},
     "api": {"benchmarks", "gate", "stats", "metrics", "io", "engine", "audit", "interactive"},
     "demo": {"metrics", "io", "engine", "interactive", "stats", "benchmarks"},
 }
 
 
 def _layer(module: str) -> str:
+    if SECTION.match(module):
+        return "config"
     parts = module.split(".")
-    return parts[1] if len(parts) > 1 and parts[1] != "__version__" else "__init__"
+    return parts[1] if len(parts) > 1 else "__init__"
 
 
 def _imports() -> dict[str, set[str]]:
@@ -225,13 +235,52 @@ def _imports() -> dict[str, set[str]]:
     return out
 
 
+def _submodule(name: str) -> bool:
+    """``trackeval.X`` is a module or package of trackeval (not an attribute of the package top)."""
+    rel = SRC.joinpath(*name.split(".")[1:])
+    return rel.with_suffix(".py").is_file() or (rel / "__init__.py").is_file()
+
+
+def test_nothing_imports_from_the_package_top() -> None:
+    """``from trackeval import __version__`` (or any attribute of the lazy facade) inside the package runs the
+    layers backwards: the version is :mod:`trackeval._version`, a leaf."""
+    offenders = []
+    for path in SRC.rglob("*.py"):
+        if path == SRC / "__init__.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module == "trackeval" and node.level == 0:
+                offenders += [
+                    f"{path.relative_to(SRC)}: {a.name}" for a in node.names if not _submodule(f"trackeval.{a.name}")
+                ]
+    assert offenders == []
+
+
+def test_config_sections_import_only_config() -> None:
+    """A unit's config section module is a leaf of the config layer: it imports ``trackeval.config`` (and
+    ``trackeval.errors``) only, so the IMIS readers in io/ and interactive/ may use its model."""
+    sections = {m: i for m, i in _imports().items() if SECTION.match(m)}
+    assert {"trackeval.benchmarks.umd_config", "trackeval.benchmarks.imis_config"} <= set(sections)
+    for module, imported in sections.items():
+        assert {t for t in imported if _layer(t) not in ("config", "errors")} == set(), module
+
+
+#: Former module paths kept as aliases of their new home (model references users wrote keep resolving); each
+#: forwards names lazily and holds no code of its own.
+ALIASES = {"trackeval.interactive.baselines": "trackeval.demo"}
+
+
 def test_import_layers() -> None:
     """metrics -> nothing of ours; benchmarks -> metrics/io/stats/results/config/engine...; gate, report and
-    tracking never import benchmarks, api, commands, cli or pipeline; cli, commands and pipeline are on top."""
+    tracking never import benchmarks, api, commands, cli or pipeline; the report imports neither metrics nor
+    stats; cli, commands and pipeline are on top."""
     violations = []
     for module, imported in sorted(_imports().items()):
         layer = _layer(module)
         if layer in ("cli", "commands", "pipeline") or module == "trackeval":  # the top; the lazy facade
+            continue
+        if module in ALIASES:
+            assert {t for t in imported if not t.startswith(ALIASES[module])} == set(), module
             continue
         allowed = ALLOWED.get(layer)
         assert allowed is not None or layer in LEAVES, f"{module}: no layer rule for {layer!r}"
@@ -277,3 +326,170 @@ def test_no_import_cycles_between_modules() -> None:
         if m not in state and visit(m, [m]):
             break
     assert cycle == []
+
+
+# --- discovery checks and the spec hooks (in-process plug-ins) -----------------------------------------------------
+
+#: a plug-in module built on toybench's unit: ``{spec}`` is the keyword arguments replaced in its SPEC
+PLUGIN = """
+from dataclasses import replace
+from pathlib import Path
+
+from toybench import SPEC as TOY
+from trackeval.spec import AuditFinding, AuditReport, PrimaryMetric
+
+
+def audit(inputs, cfg, train_manifest):
+    train = {{line.split(",")[0] for line in train_manifest.read_text().splitlines()[1:]}}
+    test = {{line.split(",")[0] for line in inputs.ground_truth.read_text().splitlines()[1:]}}
+    shared = sorted(train & test)
+    note = f"case overlap: {{', '.join(shared)}} [bold]x[/]" if shared else ""
+    return AuditReport((AuditFinding("n_case_overlap", len(shared), note),), (f"{{len(test)}} test case(s) [red]",))
+
+
+def example():
+    return {{"ground_truth": Path("truth.csv"), "predictions": Path("pred.csv")}}
+
+
+def evaluate_two(inputs, cfg):
+    raise AssertionError
+
+
+SPEC = replace(TOY, {spec})
+"""
+
+
+@pytest.fixture
+def plugin(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Callable[[str, str], None]]:
+    """``plugin(name, spec_kwargs)`` registers module ``name`` (:data:`PLUGIN`) as entry point ``name =
+    name:SPEC`` beside the installed units, for this test only (the caches of the units and of the composed
+    config model are cleared on the way in and out)."""
+    from importlib.metadata import EntryPoint
+
+    from trackeval import api
+    from trackeval import registry as discovery
+
+    site = tmp_path / "site"
+    site.mkdir()
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.syspath_prepend(str(REPO / "tests" / "plugins"))
+    installed = discovery.entry_points
+    extra: list[EntryPoint] = []
+    monkeypatch.setattr(discovery, "entry_points", lambda group: [*installed(group=group), *extra])
+
+    def add(name: str, spec: str) -> None:
+        (site / f"{name}.py").write_text(PLUGIN.format(spec=spec), encoding="utf-8")
+        extra.append(EntryPoint(name, f"{name}:SPEC", discovery.ENTRY_POINT_GROUP))
+        discovery.units.cache_clear()
+        api.config_model.cache_clear()
+
+    yield add
+    discovery.units.cache_clear()
+    api.config_model.cache_clear()
+    for module in ["toybench", *(ep.name for ep in extra)]:
+        sys.modules.pop(module, None)
+
+
+def _toy_files(root: Path) -> tuple[Path, Path, Path]:
+    truth, pred, train = root / "truth.csv", root / "pred.csv", root / "train.csv"
+    truth.write_text("case_id,site,label\nc1,a,1\nc2,b,0\n", encoding="utf-8")
+    pred.write_text("case_id,label\nc1,1\nc2,1\n", encoding="utf-8")
+    train.write_text("case_id\nc2\nc9\n", encoding="utf-8")
+    return truth, pred, train
+
+
+def test_a_spec_naming_an_undeclared_metric_cannot_be_built() -> None:
+    from dataclasses import replace
+
+    from trackeval.registry import unit
+    from trackeval.results import PlotSpec
+    from trackeval.spec import PrimaryMetric
+
+    umd = unit("umd")
+    for change in (
+        {"primary": PrimaryMetric("recall")},
+        {"summary_metrics": ("dsc", "recall")},
+        {"plots": (PlotSpec(metric="recall", dimension="organ"),)},
+    ):
+        with pytest.raises(ValueError, match=r"umd: metric 'recall' is not declared in metrics \(declared: dsc, "):
+            replace(umd, **change)
+
+
+def test_a_plugin_with_an_undeclared_metric_is_a_one_line_config_error(plugin) -> None:
+    from trackeval.errors import ConfigError
+    from trackeval.registry import units
+
+    plugin("undeclared", 'name="undeclared", primary=PrimaryMetric("recall")')
+    with pytest.raises(ConfigError) as err:
+        units()
+    message = str(err.value)
+    assert message.startswith("cannot load benchmark entry point undeclared = undeclared:SPEC: ")
+    assert "metric 'recall' is not declared in metrics (declared: accuracy)" in message and "\n" not in message
+
+
+def test_evaluate_of_the_wrong_signature_is_a_one_line_config_error(plugin, capsys) -> None:
+    from trackeval.cli import main
+
+    plugin("twoargs", 'name="twoargs", evaluate=evaluate_two')
+    assert main(["evaluate", "--help"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert "benchmark unit 'twoargs' (entry point twoargs): evaluate must take (inputs, config, model)" in err
+
+
+def test_a_hook_that_is_not_a_reference_is_a_config_error(plugin) -> None:
+    from trackeval.errors import ConfigError
+    from trackeval.registry import units
+
+    plugin("badhook", 'name="badhook", audit="not a reference"')
+    with pytest.raises(ConfigError, match=r"'badhook' .*: audit must be a callable or 'module:function', got "):
+        units()
+
+
+@pytest.mark.parametrize("hook", ["audit", '"hooked:audit"'])
+def test_a_plugin_audit_runs_through_trackeval_audit(plugin, tmp_path: Path, capsys, hook: str) -> None:
+    from trackeval.cli import main
+
+    plugin("hooked", f'name="hooked", audit={hook}')
+    truth, pred, train = _toy_files(tmp_path)
+    argv = ["audit", "hooked", "--ground-truth", str(truth), "--predictions", str(pred), "--train-manifest", str(train)]
+    assert main(argv) == 1
+    out = capsys.readouterr().out
+    assert "n_case_overlap: 1 case overlap: c2 [bold]x[/]" in out  # the hook's text is printed, never markup
+    assert "2 test case(s) [red]" in out
+    train.write_text("case_id\nc9\n", encoding="utf-8")
+    assert main(argv) == 0
+    assert "n_case_overlap: 0" in capsys.readouterr().out
+
+
+def test_an_audit_reference_that_cannot_load_is_a_one_line_error(plugin, tmp_path: Path, capsys) -> None:
+    from trackeval.cli import main
+
+    plugin("lost", 'name="lost", audit="no_such_module:audit"')
+    truth, pred, train = _toy_files(tmp_path)
+    argv = ["audit", "lost", "--ground-truth", str(truth), "--predictions", str(pred), "--train-manifest", str(train)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "benchmark unit 'lost': cannot load its audit no_such_module:audit: No module named" in err
+    assert err.count("\n") == 1
+
+
+def test_units_without_an_audit_have_no_audit_subcommand(capsys) -> None:
+    from trackeval.cli import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["audit", "mir3d", "--help"])
+    assert exit_.value.code == 2 and "invalid choice: 'mir3d'" in capsys.readouterr().err
+
+
+def test_demo_evaluates_the_example_of_the_unit_asked_for(plugin, tmp_path: Path, capsys) -> None:
+    from trackeval.cli import main
+    from trackeval.registry import hook, unit, with_hook
+
+    assert [s.name for s in with_hook("example")] == ["umd"]
+    assert set(hook(unit("umd"), "example")()) == {"ground_truth", "predictions"}
+    plugin("exampled", "example=example")  # the unit toy, with an example
+    _toy_files(tmp_path)  # the example's relative paths, in the test's working folder
+    argv = ["demo", "--unit", "toy", "--out", "out", "--executor", "local", "--set", "bootstrap.n_resamples=20"]
+    assert main(argv) == 0, capsys.readouterr().err
+    assert json.loads((tmp_path / "out" / "results.json").read_text())["benchmark"] == "toy"

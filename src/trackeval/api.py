@@ -12,10 +12,10 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError, create_model
 
-from trackeval.benchmarks.discovery import unit, units
 from trackeval.config import EvalConfig, parse_config
 from trackeval.errors import ConfigError, InputError
 from trackeval.gate.policy import UnitPolicy, resolve_policies
+from trackeval.registry import unit, units
 from trackeval.results import BenchmarkResult
 from trackeval.spec import BenchmarkSpec
 

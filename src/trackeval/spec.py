@@ -1,7 +1,7 @@
 """A benchmark unit's declaration: :class:`BenchmarkSpec` is the single description of a benchmark (or of one
 task of a multi-task benchmark, e.g. ``xray/cls``).
 
-Everything else is built from the registered specs (see :mod:`trackeval.benchmarks.discovery`): the CLI options
+Everything else is built from the registered specs (see :mod:`trackeval.registry`): the CLI options
 of ``trackeval evaluate`` (from the ``inputs`` model), the evaluation config (from ``config_section`` /
 ``config_model``), the promotion gate's defaults (``primary``, ``group_dimensions``), the report's figures and
 the DVC pipeline's plots (``plots``), and every fact about each metric (``metrics``: label, direction,
@@ -29,6 +29,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel
@@ -41,7 +42,20 @@ if TYPE_CHECKING:
     from trackeval.config import EvalConfig
     from trackeval.config.base import Section
 
-__all__ = ["BenchmarkSpec", "CorpusHeadline", "MetricInfo", "PairedMethod", "PlotSpec", "PrimaryMetric", "Reduction", "UNIT_NAME"]
+__all__ = [
+    "AuditFinding",
+    "AuditHook",
+    "AuditReport",
+    "BenchmarkSpec",
+    "ExampleHook",
+    "CorpusHeadline",
+    "MetricInfo",
+    "PairedMethod",
+    "PlotSpec",
+    "PrimaryMetric",
+    "Reduction",
+    "UNIT_NAME",
+]
 
 #: a unit's corpus headline: ``(case records, (B, n_cases) case weights) -> (B,)`` headline values
 CorpusHeadline = Callable[[Sequence[CaseRecord], "np.ndarray"], "np.ndarray"]
@@ -92,6 +106,8 @@ class MetricInfo:
             group counts as in the gate's group deltas.
         bins: for a calibration metric, the dotted path into the results' ``config`` of its number of
             equal-width bins (``xray.cls.ece_bins``), which the reliability figure uses.
+        operating_point: the metric is a decision threshold on the records' scores (per item): the ROC and
+            precision-recall figures mark the operating point ``score >= threshold`` of each item.
     """
 
     name: str
@@ -105,6 +121,7 @@ class MetricInfo:
     corpus: CorpusHeadline | None = field(default=None, compare=False, repr=False)
     best: float | None = None
     bins: str | None = None
+    operating_point: bool = False
 
     def __post_init__(self) -> None:
         if (self.reduction == "corpus" and self.paired == "bootstrap") != (self.corpus is not None):
@@ -139,6 +156,37 @@ class MetricInfo:
         values = m.groupdict() if m else {}
         label = self.label.format(**values, **{k.upper(): v.upper() for k, v in values.items()})
         return f"{label} ({self.unit})" if self.unit else label
+
+
+@dataclass(frozen=True)
+class AuditFinding:
+    """One check of a unit's audit: ``count`` offending items (0 = pass) and a readable note when it failed."""
+
+    check: str
+    count: int
+    note: str
+
+
+@dataclass(frozen=True)
+class AuditReport:
+    """What a unit's :attr:`BenchmarkSpec.audit` found: ``findings`` (the audit fails when any count is
+    non-zero) and ``notes``, lines printed after them that never fail it (coverage: cases without prediction)."""
+
+    findings: tuple[AuditFinding, ...]
+    notes: tuple[str, ...] = ()
+
+    @property
+    def failed(self) -> bool:
+        """True when a check found an offending item."""
+        return any(f.count for f in self.findings)
+
+
+#: a unit's audit: ``(inputs, config, train_manifest) -> AuditReport``; ``inputs`` is the unit's inputs model,
+#: ``train_manifest`` the training-split CSV the test set is checked against. Raises
+#: :class:`~trackeval.errors.TrackevalError` on bad input, as ``evaluate`` does.
+AuditHook = Callable[[Any, "EvalConfig", Path], AuditReport]
+#: a unit's bundled example: ``() -> inputs`` (field name -> value, e.g. ``{"ground_truth": Path(...)}``)
+ExampleHook = Callable[[], dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -182,6 +230,13 @@ class BenchmarkSpec:
         group_dimensions: breakdowns checked by the gate's worst-group guard (``organ``, ``modality``...).
         plots: figures of the report and plots of the DVC pipeline (the first is the pipeline's ``plot.csv``).
         summary_metrics: metrics shown in the terminal table (relative to the unit).
+        dimension_labels: ``(dimension, label)`` pairs naming breakdown dimensions in figures (IMIS:
+            ``("click", "clicks")``); an undeclared dimension is shown with spaces for underscores.
+        audit: the unit's leakage audit (:data:`AuditHook`), run by ``trackeval audit <unit>``; None: the unit
+            has none. A callable, or ``"module:function"`` naming one, imported only when the audit runs (so the
+            declaration stays light and may name code the adapter's module cannot import).
+        example: the unit's bundled example (:data:`ExampleHook`), evaluated by ``trackeval demo``; a callable or
+            ``"module:function"`` as ``audit``; None: the unit bundles none.
     """
 
     name: str
@@ -195,6 +250,9 @@ class BenchmarkSpec:
     group_dimensions: tuple[str, ...] = ()
     plots: tuple[PlotSpec, ...] = ()
     summary_metrics: tuple[str, ...] = field(default=())
+    dimension_labels: tuple[tuple[str, str], ...] = ()
+    audit: AuditHook | str | None = None
+    example: ExampleHook | str | None = None
 
     def __post_init__(self) -> None:
         if not UNIT_NAME.fullmatch(self.name):

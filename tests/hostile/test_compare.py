@@ -14,7 +14,7 @@ from mlflow import MlflowClient
 
 from tests import gate_data, test_tracking
 from tests.conftest import write_manifest
-from trackeval.api import gate_policies
+from trackeval.api import gate_policies, load_config
 from trackeval.gate.compare import compare_results
 from trackeval.gate.decide import decide
 
@@ -102,7 +102,7 @@ def test_headline_its_records_do_not_give_is_a_pairing_problem(evaluated):
         for c in result.cases
     ]
     empty = result.model_copy(update={"cases": cases})
-    comp = compare_results(empty, result, "dsc", ("organ",))
+    comp = compare_results(empty, result, gate_policies(load_config())["umd"], ("organ",))
     assert comp.rows == [] and len(comp.problems) == 1
     assert (
         comp.problems[0].startswith("the candidate's umd/dsc = ")

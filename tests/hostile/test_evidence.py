@@ -29,7 +29,8 @@ from trackeval.io.results_folder import (
     read_results,
     read_results_files,
 )
-from trackeval.results import BenchmarkResult
+from trackeval.registry import metric_info
+from trackeval.results import BenchmarkResult, CaseRecord, MetricSummary, build_result
 
 
 @pytest.fixture(scope="module")
@@ -312,3 +313,38 @@ def test_a_lone_results_json_is_still_checked_against_its_cases(versions, tmp_pa
     with pytest.raises(InputError, match="contradicts") as err:
         read_results(lone)
     assert err.value.field == "umd/dsc" and err.value.file == str(lone)
+
+
+def _two_organ_result(dsc: float) -> BenchmarkResult:
+    """A UMD result of two cases x two organs, one value null: the organ means are 0.4 and 1.0, so the mean over
+    organ means (UMD's declared ``item_mean``) is 0.7 and the mean over cases of each case's mean 0.5."""
+    values = [{"a": {"dsc": 0.2}, "b": {}}, {"a": {"dsc": 0.6}, "b": {"dsc": 1.0}}]
+    cases = [CaseRecord(case_id=f"c{i}", subject_id=f"s{i}", metrics=m) for i, m in enumerate(values)]
+    aggregates = {
+        "umd/dsc": MetricSummary(value=dsc, n=2, n_valid=2),
+        "umd/dsc/by_organ/a": MetricSummary(value=0.4, n=2, n_valid=2),
+        "umd/dsc/by_organ/b": MetricSummary(value=1.0, n=2, n_valid=1),
+    }
+    return build_result(
+        "umd", model=None, config={}, ground_truth_digest="t", predictions_digest="p", summary={"n_cases": 2},
+        warnings=[], cases=cases, aggregates=aggregates, item_kind="organ",
+    )  # fmt: skip
+
+
+def test_a_headline_must_follow_its_units_declared_reduction(tmp_path):
+    """``umd/dsc`` is declared ``item_mean``: the other rule's value (the mean over cases) is refused when the
+    declarations are known, and accepted for a unit not registered here (a plug-in not installed), which may
+    follow either rule."""
+    lone = tmp_path / RESULTS_JSON
+    lone.write_text(_two_organ_result(0.7).to_json())
+    assert read_results(lone, declared=metric_info).aggregates["umd/dsc"].value == 0.7
+    lone.write_text(_two_organ_result(0.5).to_json())
+    with pytest.raises(InputError, match="declared item_mean reduction") as err:
+        read_results(lone, declared=metric_info)
+    assert err.value.field == "umd/dsc" and err.value.file == str(lone)
+    assert read_results(lone, declared=None).aggregates["umd/dsc"].value == 0.5  # no declarations: either rule
+    with pytest.raises(InputError, match="declared item_mean reduction"):
+        read_results(lone)  # the registered units' declarations by default
+    lone.write_text(_two_organ_result(0.6).to_json())
+    with pytest.raises(InputError, match=r"0\.7 or 0\.5 \(the mean over organ means, or over cases\)"):
+        read_results(lone, declared=None)

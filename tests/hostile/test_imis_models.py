@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import REPO, scaled
-from trackeval.config.imis import IMISConfig
+from trackeval.benchmarks.imis_config import IMISConfig
 from trackeval.demo.imis_data import build_imis_demo
 from trackeval.interactive.loop import load_model
 from trackeval.io.imis import load_cases, read_case

@@ -9,7 +9,6 @@ refuses such a result) and the offending ids in its ``warnings``.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
 import nibabel as nib
@@ -18,15 +17,9 @@ import numpy as np
 from trackeval.errors import InputError
 from trackeval.io.hashing import sha256_bytes
 from trackeval.io.tables import read_csv_rows
+from trackeval.spec import AuditFinding
 
-
-@dataclass(frozen=True)
-class AuditFinding:
-    """One audit check: ``count`` offending items (0 = pass) and a human-readable note when it failed."""
-
-    check: str
-    count: int
-    note: str
+__all__ = ["AuditFinding", "audit_against_training", "duplicate_images", "subject_overlap", "voxel_digest"]
 
 
 def voxel_digest(path: Path) -> str:

@@ -29,41 +29,29 @@ from __future__ import annotations
 
 import logging
 import math
-import warnings
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from trackeval.benchmarks.imis_config import IMISConfig
 from trackeval.benchmarks.missing import check_missing
 from trackeval.benchmarks.summaries import clusters_of
 from trackeval.config import EvalConfig
-from trackeval.config.imis import IMISConfig
-from trackeval.engine.executors import map_cases
+from trackeval.engine.driver import Evaluation, Scored, case_digests, finish, score_cases
 from trackeval.errors import InputError
 from trackeval.interactive.logs import InteractionLog, masks_digest, read_log, verify_case
-from trackeval.interactive.loop import interact_case, load_model, parse_model_args, sequence_metrics
+from trackeval.interactive.loop import interact_case, load_model, parse_model_args
 from trackeval.interactive.protocol import noc_key, supported_prompts
 from trackeval.io.imis import IMISCase, load_cases, read_case
-from trackeval.results import (
-    BenchmarkResult,
-    CaseRecord,
-    MetricSummary,
-    PlotSpec,
-    build_result,
-    metric_key,
-    sha256_text,
-)
+from trackeval.metrics.interactive import binary_dice, binary_iou, dice_auc, number_of_clicks
+from trackeval.results import BenchmarkResult, CaseRecord, MetricSummary, PlotSpec, metric_key
 from trackeval.spec import BenchmarkSpec, MetricInfo, PrimaryMetric
-from trackeval.stats.bootstrap import (
-    bootstrap_means,
-    group_seed,
-    n_clusters,
-    nanmean_cols,
-    percentiles,
-    weight_blocks,
-)
+from trackeval.stats.bootstrap import bootstrap_means, group_seed, n_clusters, percentiles, weight_blocks
+from trackeval.stats.reduce import nan_mean, nan_sums, ratio
 
 log = logging.getLogger(__name__)
 
@@ -87,13 +75,6 @@ class _LogJob:
     prompt_types: tuple[str, ...]
 
 
-@dataclass(frozen=True)
-class _Scored:
-    record: CaseRecord
-    truth_digest: str
-    pred_digest: str
-
-
 def _record(case: IMISCase, metrics: dict[str, dict[str, float]], missing: bool = False) -> CaseRecord:
     return CaseRecord(
         case_id=case.case_id,
@@ -105,17 +86,41 @@ def _record(case: IMISCase, metrics: dict[str, dict[str, float]], missing: bool 
     )
 
 
-def score_live(job: _LiveJob) -> _Scored:
+def sequence_metrics(truth: np.ndarray, masks: Mapping[str, list[np.ndarray]], cfg: IMISConfig) -> dict[str, float]:
+    """Per-target metrics from the turn masks of each prompt type.
+
+    Keys: ``dice_<prompt>_<turn>`` for every prompt type and turn; from the ``point`` sequence (the click
+    curve) ``noc_<t>`` per threshold (on ``cfg.noc_metric``; with ``iou`` also ``iou_point_<turn>``) and
+    ``dice_auc``; NaN when no point sequence was run.
+    """
+    out: dict[str, float] = {}
+    for prompt_type, seq in masks.items():
+        curve = np.array([binary_dice(m, truth, cfg.dice_empty_rule) for m in seq])
+        out.update({f"dice_{prompt_type}_{t}": float(d) for t, d in enumerate(curve, start=1)})
+        if prompt_type == "point":
+            noc_curve = curve
+            if cfg.noc_metric == "iou":
+                noc_curve = np.array([binary_iou(m, truth, cfg.dice_empty_rule) for m in seq])
+                out.update({f"iou_point_{t}": float(v) for t, v in enumerate(noc_curve, start=1)})
+            for thr in cfg.noc_thresholds:
+                out[noc_key(thr)] = number_of_clicks(noc_curve, thr, cfg.noc_not_reached)
+            out["dice_auc"] = dice_auc(curve)
+    if "point" not in masks:
+        out.update({noc_key(thr): float("nan") for thr in cfg.noc_thresholds}, dice_auc=float("nan"))
+    return out
+
+
+def score_live(job: _LiveJob) -> Scored:
     """Run every sequence of one image through the model and score it (runs in a worker)."""
     loaded = read_case(job.case, job.config)
     model = load_model(job.model, job.model_kwargs)
     seqs = interact_case(model, job.case.case_id, loaded.image, loaded.masks, job.prompt_types, job.config)
     masks = {t: {p: [turn.mask for turn in turns] for p, turns in by_p.items()} for t, by_p in seqs.items()}
     metrics = {t: sequence_metrics(loaded.masks[t], masks[t], job.config) for t in masks}
-    return _Scored(_record(job.case, metrics), loaded.digest, masks_digest(masks))
+    return Scored(_record(job.case, metrics), loaded.digest, masks_digest(masks))
 
 
-def score_logged(job: _LogJob) -> _Scored:
+def score_logged(job: _LogJob) -> Scored:
     """Verify one image's logged sequences against the protocol and score them (runs in a worker)."""
     loaded = read_case(job.case, job.config)
     cfg = job.config
@@ -124,10 +129,10 @@ def score_logged(job: _LogJob) -> _Scored:
             t: sequence_metrics(m, {p: [np.zeros_like(m)] * cfg.max_clicks for p in job.prompt_types}, cfg)
             for t, m in sorted(loaded.masks.items())
         }
-        return _Scored(_record(job.case, metrics, missing=True), loaded.digest, "missing")
+        return Scored(_record(job.case, metrics, missing=True), loaded.digest, "missing")
     masks, digest = verify_case(job.log, job.case.case_id, loaded.masks, cfg, job.prompt_types)
     metrics = {t: sequence_metrics(loaded.masks[t], masks[t], cfg) for t in masks}
-    return _Scored(_record(job.case, metrics), loaded.digest, digest)
+    return Scored(_record(job.case, metrics), loaded.digest, digest)
 
 
 def _not_reached(metrics: dict[str, float], key: str, threshold: float, cfg: IMISConfig) -> bool:
@@ -163,8 +168,8 @@ def _ratio_ci(
     """
     b = cfg.bootstrap
     n = sums.shape[0]
-    blocks = [nanmean_cols(w @ sums, w @ counts) for w in weight_blocks(n, b.n_resamples, seed, clusters)]
-    value = nanmean_cols(sums.sum(axis=0), counts.sum(axis=0))
+    blocks = [ratio(w @ sums, w @ counts) for w in weight_blocks(n, b.n_resamples, seed, clusters)]
+    value = ratio(sums.sum(axis=0), counts.sum(axis=0))
     low, high = percentiles(np.concatenate(blocks, axis=0), b.confidence, n_clusters(n, clusters), b.interval, value)
     return value, low, high
 
@@ -184,14 +189,14 @@ def _summaries(
     k = len(cols)
     out = {}
     if mask_level:
-        sums = np.array([np.nansum(v, axis=0) for v in per_image]).reshape(-1, k)
-        counts = np.array([(~np.isnan(v)).sum(axis=0) for v in per_image], dtype=float).reshape(-1, k)
+        parts = [nan_sums(v, axis=0) for v in per_image]
+        sums = np.array([total for total, _ in parts]).reshape(-1, k)
+        counts = np.array([count for _, count in parts], dtype=float).reshape(-1, k)
         value, low, high = _ratio_ci(sums, counts, cfg, seed, clusters)
         n, n_valid = int(sum(len(v) for v in per_image)), counts.sum(axis=0)
     else:
-        with warnings.catch_warnings():  # an image whose targets are all NaN for a column: NaN, excluded
-            warnings.simplefilter("ignore", RuntimeWarning)
-            means = np.array([np.nanmean(v, axis=0) for v in per_image]).reshape(-1, k)
+        # an image whose targets are all NaN for a column: a mean over nothing, NaN, left out over images
+        means = np.array([nan_mean(v, axis=0) for v in per_image]).reshape(-1, k)
         b = cfg.bootstrap
         ci = bootstrap_means(means, b.n_resamples, seed, b.confidence, clusters, b.interval)
         value, low, high, n, n_valid = ci.value, ci.low, ci.high, len(per_image), ci.n_valid
@@ -236,6 +241,92 @@ def aggregate(records: list[CaseRecord], cfg: EvalConfig, prompt_types: tuple[st
     return out
 
 
+@dataclass(frozen=True)
+class _Plan:
+    """One mode's share of a run: the jobs and their scoring function, the prompt types scored, the warning
+    lines and the model facts logged in results.json (``model``)."""
+
+    score: Callable[[Any], Scored]
+    jobs: list[Any]
+    prompt_types: tuple[str, ...]
+    notes: list[str]
+    info: dict[str, str]
+
+
+def _live_plan(cases: list[IMISCase], icfg: IMISConfig, model: str, kwargs: tuple[tuple[str, str], ...]) -> _Plan:
+    """Live mode: the prompt types the model supports, one :class:`_LiveJob` per image."""
+    supported = supported_prompts(load_model(model, kwargs))
+    prompt_types = tuple(p for p in icfg.prompt_types if p in supported)
+    skipped = [p for p in icfg.prompt_types if p not in supported]
+    notes = [f"model does not support prompt type(s) {skipped}: not run"] if skipped else []
+    jobs = [_LiveJob(c, icfg, model, kwargs, prompt_types) for c in cases]
+    return _Plan(score_live, jobs, prompt_types, notes, {"interactive_model": model})
+
+
+def _offline_plan(cases: list[IMISCase], icfg: IMISConfig, log_path: Path) -> _Plan:
+    """Offline mode: the log read and checked against the ground truth's images, one :class:`_LogJob` per image
+    (holding that image's lines only)."""
+    if icfg.protocol == "imis_bench":
+        raise InputError(
+            "imis.protocol=imis_bench is live only (--model): interaction logs are verified on the label grid "
+            "without -1 clicks; use imis.protocol=native for --predictions",
+            file=str(log_path),
+            field="imis.protocol",
+        )
+    ilog = read_log(log_path)
+    prompt_types = tuple(p for p in icfg.prompt_types if p in ilog.prompt_types)
+    absent = [p for p in icfg.prompt_types if p not in ilog.prompt_types]
+    notes = [f"prompt type(s) {absent} not in the log: not scored"] if absent else []
+    notes += _log_coverage(cases, ilog, icfg, log_path)
+    if icfg.seed != ilog.seed:
+        notes.append(f"the log was made with seed {ilog.seed} (imis.seed is {icfg.seed}); verified with {ilog.seed}")
+    jobs = [_LogJob(c, icfg, _case_log(ilog, c.case_id), prompt_types) for c in cases]
+    return _Plan(score_logged, jobs, prompt_types, notes, {"interaction_log": ilog.digest})
+
+
+def _log_coverage(cases: list[IMISCase], ilog: InteractionLog, icfg: IMISConfig, log_path: Path) -> list[str]:
+    """The warning about images without a line in the log ``log_path`` (:func:`check_missing`); an image of the
+    log that is not in the ground truth's split is an :class:`InputError`."""
+    ids = [c.case_id for c in cases]
+    unknown = sorted(set(ilog.by_case) - set(ids))
+    if unknown:
+        raise InputError(
+            f"the log has {len(unknown)} image(s) not in the ground truth's {icfg.split!r} list, e.g. {unknown[0]!r}",
+            file=str(log_path),
+            case_id=unknown[0],
+            field="case_id",
+        )
+    return check_missing(
+        ids,
+        [i for i in ids if i not in ilog.by_case],
+        predictions=log_path,
+        expected_name=str,
+        expected_kind="case ids",
+        other_kind="case id",
+    )
+
+
+def _case_log(ilog: InteractionLog, case_id: str) -> InteractionLog:
+    """``ilog`` holding the lines of ``case_id`` only (what one worker needs)."""
+    lines = {k: v for k, v in ilog.by_case.items() if k == case_id}
+    return InteractionLog(ilog.path, lines, ilog.prompt_types, ilog.seed, ilog.digest)
+
+
+def _summary(records: list[CaseRecord], icfg: IMISConfig, prompt_types: tuple[str, ...]) -> dict[str, int]:
+    """The counts of ``summary``: images, targets, missing logs and, per NoC threshold, targets not reaching it."""
+    masks = [m for r in records for m in r.metrics.values()]
+    summary = {
+        "n_cases": len(records),
+        "n_targets": len(masks),
+        "n_missing_predictions": sum(r.status == "missing_prediction" for r in records),
+    }
+    if "point" in prompt_types:
+        for t in icfg.noc_thresholds:
+            key = noc_key(t)
+            summary[f"n_{key}_not_reached"] = sum(_not_reached(m, key, t, icfg) for m in masks)
+    return summary
+
+
 def evaluate(
     gt_dir: Path,
     cfg: EvalConfig,
@@ -248,105 +339,30 @@ def evaluate(
     """Run IMIS live (``model``) or offline (``log_path``) and return the results object (no files written)."""
     if (model is None) == (log_path is None):
         raise InputError("give exactly one of --model (live) or --predictions LOG.jsonl (offline)")
-    icfg = cfg.imis
-    cases, index_digest = load_cases(gt_dir, icfg)
-    notes: list[str] = []
-    info = dict(model_info or {})
+    cases, index_digest = load_cases(gt_dir, cfg.imis)
     if model is not None:
-        kwargs = tuple(sorted((model_kwargs or {}).items()))
-        supported = supported_prompts(load_model(model, kwargs))
-        prompt_types = tuple(p for p in icfg.prompt_types if p in supported)
-        skipped = [p for p in icfg.prompt_types if p not in supported]
-        if skipped:
-            notes.append(f"model does not support prompt type(s) {skipped}: not run")
-        info["interactive_model"] = model
-        jobs: list = [_LiveJob(c, icfg, model, kwargs, prompt_types) for c in cases]
-        fn = score_live
+        plan = _live_plan(cases, cfg.imis, model, tuple(sorted((model_kwargs or {}).items())))
     else:
         assert log_path is not None
-        if icfg.protocol == "imis_bench":
-            raise InputError(
-                "imis.protocol=imis_bench is live only (--model): interaction logs are verified on the label grid "
-                "without -1 clicks; use imis.protocol=native for --predictions",
-                file=str(log_path),
-                field="imis.protocol",
-            )
-        ilog = read_log(log_path)
-        prompt_types = tuple(p for p in icfg.prompt_types if p in ilog.prompt_types)
-        absent = [p for p in icfg.prompt_types if p not in ilog.prompt_types]
-        if absent:
-            notes.append(f"prompt type(s) {absent} not in the log: not scored")
-        known = {c.case_id for c in cases}
-        unknown = sorted(set(ilog.by_case) - known)
-        if unknown:
-            raise InputError(
-                f"the log has {len(unknown)} image(s) not in the ground truth's {icfg.split!r} list, e.g. "
-                f"{unknown[0]!r}",
-                file=str(log_path),
-                case_id=unknown[0],
-                field="case_id",
-            )
-        ids = [c.case_id for c in cases]
-        notes += check_missing(
-            ids,
-            [i for i in ids if i not in ilog.by_case],
-            predictions=log_path,
-            expected_name=str,
-            expected_kind="case ids",
-            other_kind="case id",
-        )
-        if icfg.seed != ilog.seed:
-            notes.append(
-                f"the log was made with seed {ilog.seed} (imis.seed is {icfg.seed}); verified with {ilog.seed}"
-            )
-        info["interaction_log"] = ilog.digest
-        jobs = [
-            _LogJob(
-                c,
-                icfg,
-                InteractionLog(
-                    ilog.path,
-                    {k: v for k, v in ilog.by_case.items() if k == c.case_id},
-                    ilog.prompt_types,
-                    ilog.seed,
-                    ilog.digest,
-                ),
-                prompt_types,
-            )
-            for c in cases
-        ]
-        fn = score_logged
-    if not prompt_types:
+        plan = _offline_plan(cases, cfg.imis, log_path)
+    if not plan.prompt_types:
         raise InputError("no prompt type left to evaluate (imis.prompt_types vs the model or log)")
-    for note in notes:
+    for note in plan.notes:
         log.warning(note)
-    scored = map_cases(fn, jobs, cfg.engine, "IMIS images")
+    scored = score_cases(plan.score, plan.jobs, cfg.engine, "IMIS images")
     records = [s.record for s in scored]
-    gt_digest = sha256_text(f"index:{index_digest}", *(f"{s.record.case_id}:{s.truth_digest}" for s in scored))
-    pred_digest = sha256_text(*(f"{s.record.case_id}:{s.pred_digest}" for s in scored))
-    config = cfg.model_dump(mode="json", include={"bootstrap", "imis"})
-    masks = [m for r in records for m in r.metrics.values()]
-    summary = {
-        "n_cases": len(records),
-        "n_targets": len(masks),
-        "n_missing_predictions": sum(r.status == "missing_prediction" for r in records),
-    }
-    if "point" in prompt_types:
-        for t in icfg.noc_thresholds:
-            key = noc_key(t)
-            summary[f"n_{key}_not_reached"] = sum(_not_reached(m, key, t, icfg) for m in masks)
-    return build_result(
-        NAME,
-        model=info,
-        config=config,
-        ground_truth_digest=gt_digest,
-        predictions_digest=pred_digest,
-        summary=summary,
-        warnings=notes,
-        cases=records,
-        aggregates=aggregate(records, cfg, prompt_types),
+    truth_digest, pred_digest = case_digests(scored, f"index:{index_digest}")
+    evaluation = Evaluation(
+        records=records,
+        aggregates=aggregate(records, cfg, plan.prompt_types),
         item_kind="target",
+        ground_truth_digest=truth_digest,
+        predictions_digest=pred_digest,
+        summary=_summary(records, cfg.imis, plan.prompt_types),
+        warnings=plan.notes,
     )
+    config = cfg.model_dump(mode="json", include={"bootstrap", "imis"})
+    return finish(NAME, evaluation, config=config, model={**(model_info or {}), **plan.info})
 
 
 class IMISInputs(BaseModel):
@@ -421,6 +437,7 @@ SPEC = BenchmarkSpec(
         MetricInfo("mask_level/noc_{t}", label="NoC@{t} (mask level)", unit="clicks", higher_is_better=False),
     ),
     group_dimensions=("modality", "region"),
+    dimension_labels=(("click", "clicks"), ("prompt", "initial prompt type")),
     plots=(
         PlotSpec(metric="dice", dimension="click", kind="line", title="Dice vs clicks"),
         PlotSpec(

@@ -41,17 +41,19 @@ from pathlib import Path
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from trackeval.benchmarks.mir3d_config import Mir3dConfig
 from trackeval.benchmarks.missing import check_missing
 from trackeval.benchmarks.summaries import clusters_of
-from trackeval.config import EvalConfig, Mir3dConfig
+from trackeval.config import EvalConfig
 from trackeval.config.base import KEY_TOKEN
+from trackeval.engine.driver import Evaluation, finish
 from trackeval.errors import ConfigError, InputError
 from trackeval.io.files import read_jsonl
 from trackeval.io.hashing import sha256_files, sha256_text
 from trackeval.io.rankings import RankedLists
 from trackeval.io.tables import read_csv_rows
 from trackeval.metrics.ranking import average_precision, label_relevance, precision_at_10_original_quirk, precision_at_k
-from trackeval.results import BenchmarkResult, CaseRecord, MetricSummary, PlotSpec, build_result, metric_key
+from trackeval.results import BenchmarkResult, CaseRecord, MetricSummary, PlotSpec, metric_key
 from trackeval.spec import BenchmarkSpec, MetricInfo, PrimaryMetric
 from trackeval.stats.bootstrap import bootstrap_means, group_seed
 
@@ -403,8 +405,6 @@ def evaluate(gt_dir: Path, predictions: Path, cfg: EvalConfig, model: dict[str, 
     for note in notes:
         log.warning(note)
     gt_digest = sha256_text(*(f"{p.parent.name}/{p.name}:{sha256_files(p)}" for t in truth.values() for p in t.files))
-    pred_digest = sha256_files(predictions)
-    config = cfg.model_dump(mode="json", include={"bootstrap", "mir3d"})
     summary = {
         "n_regions": len(regions),
         "n_queries": len(records),
@@ -416,18 +416,9 @@ def evaluate(gt_dir: Path, predictions: Path, cfg: EvalConfig, model: dict[str, 
     }
     summary.update({f"n_queries/by_region/{t.region}": len(t.queries) for t in truth.values()})
     summary.update({f"n_index/by_region/{t.region}": len(t.index) for t in truth.values()})
-    return build_result(
-        NAME,
-        model=model,
-        config=config,
-        ground_truth_digest=gt_digest,
-        predictions_digest=pred_digest,
-        summary=summary,
-        warnings=notes,
-        cases=records,
-        aggregates=aggregate(records, regions, cfg),
-        item_kind="region",
-    )
+    aggregates = aggregate(records, regions, cfg)
+    evaluation = Evaluation(records, aggregates, "region", gt_digest, sha256_files(predictions), summary, notes)
+    return finish(NAME, evaluation, config=cfg.model_dump(mode="json", include={"bootstrap", "mir3d"}), model=model)
 
 
 class Mir3dInputs(BaseModel):

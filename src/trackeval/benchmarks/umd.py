@@ -20,7 +20,6 @@ first), bootstrapped over subjects.
 from __future__ import annotations
 
 import logging
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,9 +30,11 @@ from trackeval.audit.leakage import AuditFinding, audit_against_training
 from trackeval.benchmarks.missing import check_missing
 from trackeval.benchmarks.segmentation import SEG_METRICS, score_segmentation
 from trackeval.benchmarks.summaries import clusters_of, mean_summaries
-from trackeval.config import EvalConfig, UMDConfig
-from trackeval.engine.cache import CaseCache, log_cache_warnings
-from trackeval.engine.executors import case_threads, map_cases
+from trackeval.benchmarks.umd_config import UMDConfig
+from trackeval.config import EvalConfig
+from trackeval.engine.cache import CaseCache
+from trackeval.engine.driver import Evaluation, Scored, case_digests, finish, score_cases
+from trackeval.engine.executors import case_threads
 from trackeval.errors import InputError
 from trackeval.io.hashing import sha256_files
 from trackeval.io.nifti import LabelVolume, check_same_grid, read_bytes_digest, read_label_map
@@ -45,13 +46,12 @@ from trackeval.results import (
     CaseRecord,
     MetricSummary,
     PlotSpec,
-    build_result,
     check_group_columns,
     item_matrix,
     metric_key,
-    sha256_text,
 )
 from trackeval.spec import BenchmarkSpec, MetricInfo, PrimaryMetric
+from trackeval.stats.reduce import nan_mean
 
 log = logging.getLogger(__name__)
 
@@ -81,14 +81,6 @@ class _Job:
     case: UMDCase
     config: UMDConfig
     cache: CaseCache
-
-
-@dataclass(frozen=True)
-class _Scored:
-    record: CaseRecord
-    truth_digest: str
-    pred_digest: str
-    cache_warnings: tuple[str, ...] = ()  # logged once by the calling process (engine/cache.py)
 
 
 def _case_file(folder: Path, case_id: str, role: str) -> Path | None:
@@ -181,7 +173,7 @@ def _check_label_ids(vol: LabelVolume, allowed: set[int], case_id: str, role: st
         )
 
 
-def score_case(job: _Job) -> _Scored:
+def score_case(job: _Job) -> Scored:
     """Read, validate and score one case (runs in a worker; only the small record travels back).
 
     The input files are read once; their digests key the case cache, so an unchanged case with an
@@ -199,7 +191,7 @@ def score_case(job: _Job) -> _Scored:
     )
     cached = job.cache.get(key)  # verified: a record for exactly this computation, or a miss
     if cached.record is not None:
-        return _Scored(cached.record, truth_digest, pred_digest)
+        return Scored(cached.record, truth_digest, pred_digest)
     truth = read_label_map(case.truth_path, case_id=case.case_id, raw=truth_raw, digest=truth_digest)
     pred = None
     if case.pred_path is not None:
@@ -213,7 +205,7 @@ def score_case(job: _Job) -> _Scored:
         status="missing_prediction" if pred is None else "ok",
         message="" if pred is not None else f"no prediction file; scored by policy '{cfg.missing_prediction}'",
     )
-    return _Scored(record, truth_digest, pred_digest, job.cache.put(key, record, cached))
+    return Scored(record, truth_digest, pred_digest, job.cache.put(key, record, cached))
 
 
 def _organ_metrics(
@@ -253,10 +245,8 @@ def _paired_gap(records: list[CaseRecord], organs: list[str], a: str, b: str) ->
     rows = []
     for subject in sorted(per):
         mods = per[subject]
-        if a in mods and b in mods:
-            with warnings.catch_warnings():  # all-NaN organ columns: mean of nothing is NaN, as intended
-                warnings.simplefilter("ignore", RuntimeWarning)
-                rows.append(np.nanmean(mods[a], axis=0) - np.nanmean(mods[b], axis=0))
+        if a in mods and b in mods:  # an all-NaN organ column: a mean over nothing, NaN
+            rows.append(nan_mean(mods[a], axis=0) - nan_mean(mods[b], axis=0))
     return np.array(rows).reshape(len(rows), len(organs))
 
 
@@ -311,29 +301,17 @@ def evaluate(gt_dir: Path, pred_dir: Path, cfg: EvalConfig, model: dict[str, str
     for note in notes:
         log.warning(note)
     cache = CaseCache(Path(cfg.engine.cache_dir) if cfg.engine.cache else None, NAME)
-    scored = map_cases(score_case, [_Job(c, cfg.umd, cache) for c in cases], cfg.engine, "UMD cases")
-    log_cache_warnings(s.cache_warnings for s in scored)
+    scored = score_cases(score_case, [_Job(c, cfg.umd, cache) for c in cases], cfg.engine, "UMD cases")
     records = [s.record for s in scored]
-    gt_digest = sha256_text(f"manifest:{manifest_digest}", *(f"{s.record.case_id}:{s.truth_digest}" for s in scored))
-    pred_digest = sha256_text(*(f"{s.record.case_id}:{s.pred_digest}" for s in scored))
-    n_missing = sum(r.status == "missing_prediction" for r in records)
-    return build_result(
-        NAME,
-        model=model,
-        config=cfg.model_dump(mode="json", include={"bootstrap", "umd"}),
-        ground_truth_digest=gt_digest,
-        predictions_digest=pred_digest,
-        summary={
-            "n_cases": len(records),
-            "n_missing_predictions": n_missing,
-            "n_extra_predictions": len(extra),
-            **{f"audit/{a.check}": a.count for a in audits},
-        },
-        warnings=notes,
-        cases=records,
-        aggregates=aggregate(records, cfg),
-        item_kind="organ",
-    )
+    summary = {
+        "n_cases": len(records),
+        "n_missing_predictions": sum(r.status == "missing_prediction" for r in records),
+        "n_extra_predictions": len(extra),
+        **{f"audit/{a.check}": a.count for a in audits},
+    }
+    truth_digest, pred_digest = case_digests(scored, f"manifest:{manifest_digest}")
+    evaluation = Evaluation(records, aggregate(records, cfg), "organ", truth_digest, pred_digest, summary, notes)
+    return finish(NAME, evaluation, config=cfg.model_dump(mode="json", include={"bootstrap", "umd"}), model=model)
 
 
 class UMDInputs(BaseModel):
@@ -383,4 +361,6 @@ SPEC = BenchmarkSpec(
         PlotSpec(metric="dsc", dimension="modality", title="Dice by modality"),
     ),
     summary_metrics=AGG_METRICS,
+    audit="trackeval.benchmarks.umd_audit:audit",  # imports this module: named, loaded when the audit runs
+    example="trackeval.demo.umd_example:example_inputs",  # the bundled example of `trackeval demo`
 )

@@ -23,17 +23,18 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from trackeval.benchmarks.xray_config import XRayConfig
 from trackeval.benchmarks.xray_tasks import cls, loc, report, ret, seg
-from trackeval.benchmarks.xray_tasks.common import TaskInputs, TaskOutput
+from trackeval.benchmarks.xray_tasks.common import TaskInputs
 from trackeval.config import EvalConfig
-from trackeval.config.xray import XRayConfig
+from trackeval.engine.driver import Evaluation, finish
 from trackeval.errors import InputError
-from trackeval.results import BenchmarkResult, PlotSpec, build_result
+from trackeval.results import BenchmarkResult, PlotSpec
 from trackeval.spec import BenchmarkSpec, MetricInfo, PrimaryMetric
 
 NAME = "xray"
 
-TASKS: dict[str, Callable[[TaskInputs, EvalConfig], TaskOutput]] = {
+TASKS: dict[str, Callable[[TaskInputs, EvalConfig], Evaluation]] = {
     "cls": cls.evaluate,
     "seg": seg.evaluate,
     "ret": ret.evaluate,
@@ -54,19 +55,7 @@ def evaluate(task: str, inputs: TaskInputs, cfg: EvalConfig, model: dict[str, st
     config = cfg.model_dump(mode="json", include={"bootstrap", "xray"})
     config["xray"] = {task: config["xray"][task]}
     config["xray_run"] = {"task": task, **out.params}
-    result = build_result(
-        NAME,
-        model=model,
-        config=config,
-        ground_truth_digest=out.ground_truth_digest,
-        predictions_digest=out.predictions_digest,
-        summary=out.summary,
-        warnings=out.warnings,
-        cases=out.records,
-        aggregates=out.aggregates,
-        item_kind=out.item_kind,
-    )
-    return result.model_copy(update={"task": task})
+    return finish(NAME, out, config=config, model=model, task=task)
 
 
 class XRayInputs(BaseModel):
@@ -123,17 +112,28 @@ SPECS: tuple[BenchmarkSpec, ...] = (
             MetricInfo("auroc", label="AUROC", level="corpus", paired="delong", reduction="corpus"),
             MetricInfo("ap", label="average precision", level="corpus", paired="none", reduction="corpus"),
             MetricInfo(
-                "ece", label="ECE", higher_is_better=False, level="corpus", paired="none", reduction="corpus",
+                "ece",
+                label="ECE",
+                higher_is_better=False,
+                level="corpus",
+                paired="none",
+                reduction="corpus",
                 bins="xray.cls.ece_bins",
             ),
             MetricInfo(
-                "ece_reference", label="expected ECE of a calibrated model", higher_is_better=False,
-                level="corpus", paired="none", reduction="corpus",
+                "ece_reference",
+                label="expected ECE of a calibrated model",
+                higher_is_better=False,
+                level="corpus",
+                paired="none",
+                reduction="corpus",
             ),
             MetricInfo("sens_at_sens95", label="sensitivity at the 95%-sensitivity threshold"),
             MetricInfo("spec_at_sens95", label="specificity at 95% sensitivity"),
             MetricInfo("ppv_at_sens95", label="PPV at 95% sensitivity"),
-            MetricInfo("threshold_at_sens95", label="threshold at 95% sensitivity", paired="none"),
+            MetricInfo(
+                "threshold_at_sens95", label="threshold at 95% sensitivity", paired="none", operating_point=True
+            ),
         ),  # fmt: skip
         ("finding",),
         (

@@ -8,25 +8,19 @@ subcommand with ``--task`` and the union of its tasks' inputs. Field ``ground_tr
 from __future__ import annotations
 
 import argparse
-import types
-import typing
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pydantic.fields import FieldInfo
-
-from trackeval.benchmarks.discovery import by_benchmark
-from trackeval.commands.options import add_config_options
+from trackeval.commands.options import add_config_options, add_input_options, escape_help, given_inputs
 from trackeval.errors import ConfigError
+from trackeval.registry import by_benchmark, with_hook
 from trackeval.spec import BenchmarkSpec
 
 #: Options every ``evaluate`` subcommand has; a unit's input field may not reuse them.
 COMMON_OPTIONS = frozenset(
     {"out", "config", "set", "executor", "workers", "scheduler", "no_cache", "model_name", "model_version", "track"}
 )
-#: argparse ``dest`` prefix of generated input options (keeps them apart from the common options).
-DEST = "input__"
 
 
 def add_common(p: argparse.ArgumentParser) -> None:
@@ -42,67 +36,18 @@ def add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--track", action="store_true", help="also log the results to MLflow (see `trackeval track`)")
 
 
-def _kind(annotation: Any) -> str:
-    """``path``, ``list``, ``flag`` or ``text``: how a field's annotation is spelled on the command line."""
-    args = typing.get_args(annotation)
-    origin = typing.get_origin(annotation)
-    if origin in (typing.Union, types.UnionType):
-        inner = [a for a in args if a is not type(None)]
-        return _kind(inner[0]) if len(inner) == 1 else "text"
-    if annotation is bool:
-        return "flag"
-    if origin in (list, tuple, set, frozenset):
-        return "list"
-    if isinstance(annotation, type) and issubclass(annotation, Path):
-        return "path"
-    return "text"
-
-
-def _escape(text: str) -> str:
-    """argparse formats help with ``%``: a literal percent sign must be doubled."""
-    return text.replace("%", "%%")
-
-
-def _add_field(p: argparse.ArgumentParser, name: str, info: FieldInfo, required: bool) -> None:
-    option = "--" + name.replace("_", "-")
-    help_text = _escape(info.description or name)
-    kind = _kind(info.annotation)
-    if kind == "flag":
-        p.add_argument(option, dest=DEST + name, action="store_true", help=help_text)
-    elif kind == "list":
-        p.add_argument(option, dest=DEST + name, action="append", metavar="VALUE", help=f"{help_text} (repeatable)")
-    else:
-        p.add_argument(
-            option,
-            dest=DEST + name,
-            type=Path if kind == "path" else str,
-            required=required,
-            metavar="PATH" if kind == "path" else "VALUE",
-            help=help_text,
-        )
-
-
 def add_benchmark_parser(sub: argparse._SubParsersAction, benchmark: str, specs: Sequence[BenchmarkSpec]) -> None:
     """One ``evaluate`` subcommand for ``benchmark``'s units (``--task`` when it has several)."""
     tasks = [s for s in specs if s.task]
     if tasks and len(tasks) != len(specs):
         names = ", ".join(s.name for s in specs)
         raise ConfigError(f"benchmark {benchmark!r} mixes a plain unit and task units ({names})")
-    help_text = _escape(specs[0].help if not tasks else f"{benchmark}: --task " + "|".join(s.task for s in tasks))
+    help_text = escape_help(specs[0].help if not tasks else f"{benchmark}: --task " + "|".join(s.task for s in tasks))
     p = sub.add_parser(benchmark, help=help_text, description=help_text)
     if tasks:
-        lines = _escape("; ".join(f"{s.task}: {s.help}" for s in tasks))
+        lines = escape_help("; ".join(f"{s.task}: {s.help}" for s in tasks))
         p.add_argument("--task", required=True, choices=[s.task for s in tasks], help=f"which task to score ({lines})")
-    fields: dict[str, FieldInfo] = {}
-    required: dict[str, bool] = {}
-    for spec in specs:
-        for name, info in spec.inputs.model_fields.items():
-            if name in COMMON_OPTIONS or name == "task":
-                raise ConfigError(f"benchmark unit {spec.name}: input field {name!r} clashes with a common option")
-            fields.setdefault(name, info)
-            required[name] = required.get(name, True) and info.is_required()
-    for name, info in fields.items():
-        _add_field(p, name, info, required[name])
+    add_input_options(p, specs, COMMON_OPTIONS | {"task"})
     add_common(p)
 
 
@@ -112,7 +57,11 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     bench = ev.add_subparsers(dest="benchmark", required=True, metavar="BENCHMARK")
     for benchmark, specs in by_benchmark().items():
         add_benchmark_parser(bench, benchmark, specs)
-    demo = sub.add_parser("demo", help="evaluate the bundled real UMD example (chest CT organ labels)")
+    examples = [spec.name for spec in with_hook("example")]
+    listed = ", ".join(examples) or "none registered"
+    demo = sub.add_parser("demo", help=f"evaluate the bundled example of a benchmark unit ({listed})")
+    default = examples[0] if examples else "-"
+    demo.add_argument("--unit", choices=examples, help=f"the unit whose example to evaluate (default: {default})")
     add_common(demo)
 
 
@@ -129,18 +78,13 @@ def _overrides(args: argparse.Namespace) -> list[str]:
     return overrides
 
 
-def _inputs(args: argparse.Namespace) -> dict[str, Any]:
-    """The given input options by field name (options left out keep the model's defaults)."""
-    return {k[len(DEST) :]: v for k, v in vars(args).items() if k.startswith(DEST) and v is not None and v is not False}
-
-
 def _run(unit_name: str, inputs: dict[str, Any], args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from trackeval.api import evaluate, load_config
-    from trackeval.benchmarks.discovery import unit
     from trackeval.io.escape import escape_terminal
     from trackeval.io.results_folder import write_outputs
+    from trackeval.registry import unit
     from trackeval.report.console import print_summary
 
     cfg = load_config(args.config, _overrides(args))
@@ -165,12 +109,16 @@ def _run(unit_name: str, inputs: dict[str, Any], args: argparse.Namespace) -> in
 def run_evaluate(args: argparse.Namespace) -> int:
     """``trackeval evaluate <benchmark> [--task T] ...``."""
     name = f"{args.benchmark}/{args.task}" if getattr(args, "task", None) else args.benchmark
-    return _run(name, _inputs(args), args)
+    return _run(name, given_inputs(args), args)
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    """``trackeval demo``: the bundled UMD example."""
-    from trackeval.demo.umd_example import example_dirs
+    """``trackeval demo [--unit U]``: evaluate the example a unit bundles (its spec's ``example``; default the
+    first such unit by name: ``umd`` among the built-in units)."""
+    from trackeval.registry import hook, unit
 
-    gt, pred = example_dirs()
-    return _run("umd", {"ground_truth": gt, "predictions": pred}, args)
+    examples = with_hook("example")
+    if not examples:
+        raise ConfigError("no registered benchmark unit bundles an example")
+    spec = unit(args.unit) if args.unit else examples[0]
+    return _run(spec.name, hook(spec, "example")(), args)

@@ -167,38 +167,39 @@ def append_markdown(path: Path, text: str) -> None:
 def dry_run(
     ml: Mlflow, name: str, candidate: str, cfg: GateConfig, policies: Mapping[str, UnitPolicy]
 ) -> tuple[Decision | None, str, str]:
-    """The gate decision :func:`~trackeval.tracking.model_registry.promote` would take, without recording it,
+    """The gate decision :func:`~trackeval.tracking.promotion.promote` would take, without recording it,
     tagging the candidate or moving an alias.
 
     The baseline is ``@champion``; when the candidate is the champion, ``@previous`` (the decision that made it
     champion) if it exists, else there is nothing to gate (decision ``None``). Returns the decision, the
     baseline's alias and the candidate's label.
     """
-    from trackeval.tracking.model_registry import decide_versions, registered_aliases, resolve_version, version_label
+    from trackeval.tracking.promotion import decide_versions
+    from trackeval.tracking.registry import registered_aliases, registered_version_name, resolve_version
 
     cand_mv = resolve_version(ml, name, candidate)
     aliases = registered_aliases(ml, name)
     baseline = "champion"
     if str(aliases.get("champion")) == str(cand_mv.version):
         if "previous" not in aliases:
-            return None, baseline, version_label(cand_mv)
+            return None, baseline, registered_version_name(cand_mv)
         baseline = "previous"
     base_mv = None
     if baseline in aliases:
         base_mv = ml.call("get_model_version", ml.client.get_model_version, name, aliases[baseline])
-    return decide_versions(ml, name, cand_mv, base_mv, cfg, policies), baseline, version_label(cand_mv)
+    return decide_versions(ml, name, cand_mv, base_mv, cfg, policies), baseline, registered_version_name(cand_mv)
 
 
 def run_promote(args: argparse.Namespace) -> int:
     from trackeval.api import gate_policies
     from trackeval.report.comparison import decision_markdown, missing_markdown, print_decision
     from trackeval.tracking.client import Mlflow
-    from trackeval.tracking.model_registry import promote
+    from trackeval.tracking.promotion import promote
 
     cfg = _cfg(args)
     ml = Mlflow(cfg.tracking)
     if args.explain:
-        return _explain(ml, args.explain, gate_policies(cfg))
+        return _explain(ml, args.explain)
     missing = [f"--{n}" for n in ("model", "candidate") if not getattr(args, n)]
     if missing:
         raise InputError(f"promote needs {' and '.join(missing)} (or --explain DECISION_RUN)", field=missing[0])
@@ -238,7 +239,7 @@ def _decision_missing(ml: Mlflow, name: str, decision: Decision, baseline: str) 
     tracked evaluation has missing predictions (display only: the gate's decision does not read this)."""
     from trackeval.report.console import missing_line
     from trackeval.tracking.missing import version_missing
-    from trackeval.tracking.model_registry import resolve_version
+    from trackeval.tracking.registry import resolve_version
 
     out = []
     for role, label in (("candidate", decision.candidate), (baseline, decision.champion)):
@@ -248,12 +249,12 @@ def _decision_missing(ml: Mlflow, name: str, decision: Decision, baseline: str) 
     return out
 
 
-def _explain(ml: Mlflow, decision_run: str, registered: Mapping[str, UnitPolicy]) -> int:
+def _explain(ml: Mlflow, decision_run: str) -> int:
     """``promote --explain``: the recorded decision, re-derived; 1 when any number or check differs."""
     from trackeval.report.comparison import print_decision
-    from trackeval.tracking.model_registry import explain
+    from trackeval.tracking.decision_runs import explain
 
-    recorded, recomputed = explain(ml, decision_run, registered)
+    recorded, recomputed = explain(ml, decision_run)
     print_decision(recomputed, Console(width=140))
     same = recorded.model_dump(mode="json") == recomputed.model_dump(mode="json")
     err = Console(stderr=True)
@@ -283,7 +284,7 @@ def run_compare(args: argparse.Namespace) -> int:
     )
     from trackeval.report.html import comparison_report
     from trackeval.tracking.client import Mlflow
-    from trackeval.tracking.model_registry import compare_refs
+    from trackeval.tracking.evidence import compare_refs
 
     cfg = _cfg(args)
     comparisons, pairs = compare_refs(Mlflow(cfg.tracking), args.a, args.b, cfg.gate, gate_policies(cfg))
@@ -324,7 +325,7 @@ def _require_paired(a: str, b: str, comparisons: list[BenchmarkComparison]) -> N
         first = unpaired[0]
         more = f" (and {len(unpaired) - 1} more unit(s))" if len(unpaired) > 1 else ""
         raise InputError(
-            f"cannot pair {a} with {b} on {first.benchmark}: {'; '.join(first.problems)}{more}", field=first.metric
+            f"cannot pair {a} with {b} on {first.unit}: {'; '.join(first.problems)}{more}", field=first.metric
         )
 
 
@@ -332,7 +333,7 @@ def run_verify(args: argparse.Namespace) -> int:
     """``trackeval verify --model NAME``: one line per alias; problems on standard output (exit 1), the aliases
     that hold on standard error (exit 0 when all do)."""
     from trackeval.tracking.client import Mlflow
-    from trackeval.tracking.model_registry import verify_aliases
+    from trackeval.tracking.verification import verify_aliases
 
     cfg = _cfg(args)
     statuses = verify_aliases(Mlflow(cfg.tracking), args.model)

@@ -4,7 +4,9 @@ Every knob that changes a number lives in a section, so that the whole configura
 and hashed into the results (same inputs + same config -> byte-identical results.json). :class:`EvalConfig`
 holds the shared sections (bootstrap, engine, tracking, gate); the benchmark sections (``umd``, ``xray``...)
 are declared by the registered benchmark units, and :func:`trackeval.api.config_model` composes the full model
-(:func:`trackeval.api.load_config` is the usual entry point). The built-in sections' models live here too.
+(:func:`trackeval.api.load_config` is the usual entry point). A benchmark's section model lives with its unit,
+a plug-in's in the plug-in and a built-in's beside its adapter (``trackeval.benchmarks.umd_config``...); the
+``pipeline`` section of params.yaml is read by :mod:`trackeval.pipeline.params`, not here.
 """
 
 from __future__ import annotations
@@ -19,24 +21,15 @@ from pydantic import ValidationError
 
 from trackeval.config.base import BootstrapConfig, EngineConfig, Section
 from trackeval.config.gate import GateConfig, TrackingConfig
-from trackeval.config.imis import IMISConfig
 from trackeval.config.loader import load_yaml
-from trackeval.config.mir3d import Mir3dConfig
-from trackeval.config.umd import UMD_ORGANS, UMDConfig
-from trackeval.config.xray import XRayConfig
 from trackeval.errors import ConfigError
 
 __all__ = [
-    "GateConfig",
-    "TrackingConfig",
-    "UMD_ORGANS",
     "BootstrapConfig",
     "EngineConfig",
     "EvalConfig",
-    "IMISConfig",
-    "Mir3dConfig",
-    "UMDConfig",
-    "XRayConfig",
+    "GateConfig",
+    "TrackingConfig",
     "parse_config",
 ]
 
@@ -80,6 +73,30 @@ def _set_dotted(tree: dict[str, Any], dotted: str, value: Any) -> None:
     node[parts[-1]] = value
 
 
+def _read_file(path: Path) -> dict[str, Any]:
+    """The evaluation sections of a YAML config file (its ``pipeline`` section left out); {} for an empty file."""
+    try:
+        loaded = load_yaml(Path(path).read_text(encoding="utf-8"), where=f"config file {path}")
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc}") from exc
+    if loaded is not None and not isinstance(loaded, dict):
+        raise ConfigError(f"config file {path} must hold a mapping at the top level")
+    return {k: v for k, v in (loaded or {}).items() if k != PIPELINE_SECTION}
+
+
+def _apply_override(tree: dict[str, Any], item: str) -> str:
+    """Set one ``--set key=value`` (a YAML value) in ``tree``; return the key."""
+    key, sep, raw = item.partition("=")
+    if not sep or not key:
+        raise ConfigError(f"--set expects key=value, got {item!r}")
+    try:
+        value = load_yaml(raw, where=f"--set {key.strip()}", prefix=key.strip(), inline=True)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"--set {key}: cannot parse value {raw!r}: {exc}") from exc
+    _set_dotted(tree, key.strip(), value)
+    return key.strip()
+
+
 def parse_config(model: type[C], path: Path | None = None, overrides: list[str] | None = None) -> C:
     """Build a ``model`` (an :class:`EvalConfig` model) from an optional YAML file and ``key=value`` overrides.
 
@@ -89,26 +106,10 @@ def parse_config(model: type[C], path: Path | None = None, overrides: list[str] 
     Raises :class:`ConfigError` naming the file and field on any problem, a key repeated in the file or in a
     ``--set`` value included (:func:`trackeval.config.loader.load_yaml`).
     """
-    tree: dict[str, Any] = {}
+    tree = _read_file(path) if path is not None else {}
     source = str(path) if path else "defaults"
-    if path is not None:
-        try:
-            loaded = load_yaml(Path(path).read_text(encoding="utf-8"), where=f"config file {path}")
-        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-            raise ConfigError(f"cannot read config file {path}: {exc}") from exc
-        if loaded is not None and not isinstance(loaded, dict):
-            raise ConfigError(f"config file {path} must hold a mapping at the top level")
-        tree = {k: v for k, v in (loaded or {}).items() if k != PIPELINE_SECTION}
     for item in overrides or []:
-        key, sep, raw = item.partition("=")
-        if not sep or not key:
-            raise ConfigError(f"--set expects key=value, got {item!r}")
-        try:
-            value = load_yaml(raw, where=f"--set {key.strip()}", prefix=key.strip(), inline=True)
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"--set {key}: cannot parse value {raw!r}: {exc}") from exc
-        _set_dotted(tree, key.strip(), value)
-        source += f" + --set {key.strip()}"
+        source += f" + --set {_apply_override(tree, item)}"
     try:
         return model.model_validate(tree)
     except ValidationError as exc:

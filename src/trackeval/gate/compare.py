@@ -16,17 +16,19 @@ hides the other side's errors: a candidate that paints an organ the truth lacks 
 Breakdown groups: the item dimension (``result.item_kind``, e.g. ``organ``: one column of the case x item
 matrix; the delta of the two item means, where a side with no value at all for the item counts as the metric's
 best value) and case-group dimensions (``CaseRecord.groups``, e.g. ``modality``: a subset of cases, with both
-headlines recomputed on it). The per-case metric is the last token of the primary metric (``dsc`` for
-``umd/dsc``; ``ap_at_10`` for ``mir3d/group/ap_at_10``).
+headlines recomputed on it). The per-case values are read under the metric's declared record name
+(:attr:`MetricFacts.per_case`: ``dsc`` for ``umd/dsc``; ``group/ap_at_10`` for ``mir3d/group/ap_at_10``).
 
-Two methods (``BenchmarkComparison.method``):
+What the comparison knows of the metric is what its unit declares (:class:`~trackeval.spec.MetricInfo`, as a
+gate policy holds it: :class:`MetricFacts`); its ``paired`` method picks one of two methods
+(``BenchmarkComparison.method``), and a metric declared ``paired="none"`` is not compared (a problem):
 
 * ``paired_bootstrap`` for metrics whose headline is a mean of per-case values (intervals: the results'
   ``bootstrap.interval``; the rows keep the replicates for p-values), and for corpus metrics (``reduction=
   "corpus"``: mAP, corpus BLEU), whose headline the unit's own ``corpus`` function recomputes from the case
   records under the case weights of every resample (:func:`trackeval.stats.paired.paired_corpus`; the headline
   and case-group rows, no item rows);
-* ``delong`` for AUROC (:data:`DELONG_METRICS`), which is not a per-case mean: the case records carry the
+* ``delong`` for AUROC (``paired="delong"``), which is not a per-case mean: the case records carry the
   per-image ``label`` and ``score`` of each finding (X-ray ``cls``), images are paired by case id, and
   :func:`trackeval.stats.paired.paired_delong` gives the AUC differences with Wald CIs; the rows keep the
   standard error for p-values. Labels that differ between the two results are a pairing problem.
@@ -36,34 +38,68 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
-from typing import Literal
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol, cast
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from trackeval.results import BenchmarkResult, CaseRecord, item_matrix, metric_key, sha256_text
-from trackeval.spec import CorpusHeadline
+from trackeval.spec import CorpusHeadline, PairedMethod, Reduction
 from trackeval.stats.bootstrap import cluster_codes, group_seed
-from trackeval.stats.paired import (
-    PairedAUC,
-    PairedHeadline,
-    Reduction,
-    paired_corpus,
-    paired_delong,
-    paired_headlines,
-)
+from trackeval.stats.paired import PairedAUC, PairedHeadline, paired_corpus, paired_delong, paired_headlines
+from trackeval.stats.reduce import MeanReduction
 
-#: Per-case metric tokens compared with DeLong's test on per-image labels and scores instead of a bootstrap.
-DELONG_METRICS = frozenset({"auroc"})
+
+class MetricFacts(Protocol):
+    """What a comparison knows of the compared metric: the facts its unit declares
+    (:class:`~trackeval.spec.MetricInfo`), as a gate policy (:class:`~trackeval.gate.policy.UnitPolicy`,
+    built by :func:`~trackeval.gate.policy.metric_facts`) holds them."""
+
+    @property
+    def metric(self) -> str:
+        """The metric path relative to the unit (``dsc``; ``group/ap_at_10``)."""
+        ...
+
+    @property
+    def paired(self) -> PairedMethod:
+        """``bootstrap``, ``delong`` or ``none`` (cannot be compared)."""
+        ...
+
+    @property
+    def per_case(self) -> str:
+        """The name of the metric's per-case values in the case records."""
+        ...
+
+    @property
+    def reduction(self) -> Reduction:
+        """How each headline is built from the case records."""
+        ...
+
+    @property
+    def best(self) -> float:
+        """The metric's best value, which an item without any value on one side counts as."""
+        ...
+
+    @property
+    def corpus(self) -> Callable[..., Any] | None:
+        """The unit's :data:`~trackeval.spec.CorpusHeadline` (``reduction="corpus"`` with the bootstrap)."""
+        ...
+
+
+#: a model that stores its ``unit`` attribute under the key ``benchmark`` (the name records have always used)
+#: and reads either
+UNIT_AS_BENCHMARK = ConfigDict(extra="forbid", validate_by_name=True, validate_by_alias=True, serialize_by_alias=True)
 
 
 class DeltaRow(BaseModel):
     """One paired delta (candidate - baseline). ``dimension``/``group`` are empty for the headline."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = UNIT_AS_BENCHMARK
 
-    benchmark: str
+    #: the benchmark unit (``umd``, ``xray/cls``); stored as ``benchmark``
+    unit: str = Field(alias="benchmark")
     key: str
     dimension: str = ""
     group: str = ""
@@ -83,11 +119,12 @@ class DeltaRow(BaseModel):
 
 
 class BenchmarkComparison(BaseModel):
-    """Paired comparison of one benchmark. ``problems`` non-empty -> the results cannot be paired."""
+    """Paired comparison of one benchmark unit. ``problems`` non-empty -> the results cannot be paired."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = UNIT_AS_BENCHMARK
 
-    benchmark: str
+    #: the benchmark unit (``umd``, ``xray/cls``); stored as ``benchmark``
+    unit: str = Field(alias="benchmark")
     metric: str
     method: Literal["paired_bootstrap", "delong"] = "paired_bootstrap"
     #: the resampling unit and interval method of both results (``config.bootstrap``)
@@ -156,20 +193,12 @@ def pairing_problems(cand: BenchmarkResult, base: BenchmarkResult, protocol: Seq
     return problems
 
 
-def _per_case_name(cases: Sequence[CaseRecord], metric: str) -> str:
-    """The name under which case records hold ``metric``: the full path (3D-MIR: ``group/ap_at_10``) when any
-    record uses it, else its last token (UMD: ``dsc``)."""
-    if any(metric in values for case in cases for values in case.metrics.values()):
-        return metric
-    return metric.rsplit("/", 1)[-1]
-
-
 def _f(x: float) -> float | None:
     return None if np.isnan(x) else float(x)
 
 
 def _row(
-    benchmark: str,
+    unit: str,
     key: str,
     dim: str,
     group: str,
@@ -181,7 +210,7 @@ def _row(
 ) -> DeltaRow:
     cand, base, delta, low, high = (_f(v) for v in values)
     return DeltaRow(
-        benchmark=benchmark,
+        unit=unit,
         key=key,
         dimension=dim,
         group=group,
@@ -244,7 +273,7 @@ def _reported(result: BenchmarkResult, key: str, recomputed: float) -> float:
 def compare_results(
     cand: BenchmarkResult,
     base: BenchmarkResult,
-    metric: str,
+    facts: MetricFacts,
     dimensions: Sequence[str],
     *,
     n_resamples: int = 2000,
@@ -252,30 +281,31 @@ def compare_results(
     confidence: float = 0.95,
     labels: tuple[str, str] = ("candidate", "baseline"),
     protocol: Sequence[str] | None = None,
-    reduction: Reduction | Literal["corpus"] = "item_mean",
-    best: float = 1.0,
-    corpus: CorpusHeadline | None = None,
 ) -> BenchmarkComparison:
-    """Deltas of ``<unit>/<metric>`` overall and per breakdown group in ``dimensions`` (module docstring).
+    """Deltas of ``<unit>/<facts.metric>`` overall and per breakdown group in ``dimensions`` (module docstring).
 
     Rows: the headline, then one row per item (when ``item_kind`` is a listed dimension) and one per value of
     each listed case-group dimension (both headlines recomputed on those cases). With the bootstrap, each row has
     its own resamples of the results' clusters (seed derived from ``seed`` and the row key, so rows are
     reproducible and independent of which other rows exist), the item rows share the headline's; with DeLong
-    (AUROC) the rows are analytic and ``n_resamples``/``seed`` are unused. ``reduction``/``best``: the unit's
-    headline reduction and the metric's best value (:class:`trackeval.spec.PrimaryMetric`); ``corpus``: the
-    unit's corpus headline function, which ``reduction="corpus"`` recomputes the headline with (rows: the
-    headline and the case groups, no item rows).
+    (``facts.paired="delong"``) the rows are analytic and ``n_resamples``/``seed`` are unused. ``facts``: the
+    metric's declared facts (:class:`MetricFacts`); ``reduction="corpus"`` recomputes the headline with
+    ``facts.corpus`` (rows: the headline and the case groups, no item rows). ``confidence``: the level of the
+    intervals (0.95: 95%). A metric declared ``paired="none"`` gives one problem and no rows.
     """
-    bench = cand.unit
-    head_key = metric_key(bench, *metric.split("/"))
-    per_case = metric.rsplit("/", 1)[-1]
+    unit = cand.unit
+    head_key = metric_key(unit, *facts.metric.split("/"))
     problems = pairing_problems(cand, base, protocol)
+    if facts.paired == "none":
+        problems.append(
+            f"{head_key} cannot be gated: its unit declares no paired comparison for it (paired='none'); "
+            "choose another primary metric (gate.primary_metrics)"
+        )
     cluster, interval = cand.resampling
     out = BenchmarkComparison(
-        benchmark=bench,
+        unit=unit,
         metric=head_key,
-        method="delong" if per_case in DELONG_METRICS else "paired_bootstrap",
+        method="delong" if facts.paired == "delong" else "paired_bootstrap",
         cluster=cluster,
         interval=interval,
         candidate_label=labels[0],
@@ -288,92 +318,13 @@ def compare_results(
     )
     if problems:
         return out
-    cand_cases = sorted(cand.cases, key=lambda c: c.case_id)
-    base_by_id = {c.case_id: c for c in base.cases}
-    base_cases = [base_by_id[c.case_id] for c in cand_cases]
-    items = sorted({i for c in cand_cases for i in c.metrics} | {i for c in base_cases for i in c.metrics})
-    if out.method == "delong":
-        out.problems, out.rows = _delong_rows(
-            cand, base, cand_cases, base_cases, items, head_key, dimensions, confidence
-        )
-        return out
-    if reduction == "corpus":
-        out.problems, out.rows = _corpus_rows(
-            cand, base, cand_cases, base_cases, head_key, dimensions, corpus, (n_resamples, seed, confidence)
-        )
-        return out
-    name = _per_case_name(cand_cases, metric)
-    cm, bm = item_matrix(cand_cases, items, name), item_matrix(base_cases, items, name)
-    codes = cluster_codes([c.subject_id for c in cand_cases]) if cluster == "subject_id" else None
-    has_value = ~(np.isnan(cm) & np.isnan(bm))
-
-    def analyse(key: str, rows: np.ndarray | slice) -> PairedHeadline:
-        return paired_headlines(
-            cm[rows],
-            bm[rows],
-            reduction=reduction,
-            best=best,
-            n_resamples=n_resamples,
-            seed=group_seed(seed, key),
-            confidence=confidence,
-            clusters=None if codes is None else codes[rows],
-            method=interval,
-        )
-
-    def verified(key: str, cand_value: float, base_value: float) -> bool:
-        found = [
-            _stored_mismatch(cand, key, cand_value, "candidate"),
-            _stored_mismatch(base, key, base_value, "baseline"),
-        ]
-        out.problems += [p for p in found if p]
-        return not any(found)
-
-    def reported_row(key: str, dim: str, group: str, d: PairedHeadline, n_pairs: int) -> DeltaRow:
-        c, b = _reported(cand, key, d.candidate), _reported(base, key, d.baseline)
-        return _row(bench, key, dim, group, (c, b, c - b, d.low, d.high), n_pairs, d.n_units, None, d.samples)
-
-    whole = analyse(head_key, slice(None))
-    if not has_value.any():
-        out.problems = [f"no case has a {per_case} value in either result"]
-        return out
-    if not verified(head_key, whole.candidate, whole.baseline):
-        return out
-    out.rows.append(reported_row(head_key, "", "", whole, int(has_value.any(axis=1).sum())))
-    if cand.item_kind in dimensions:
-        for j, item in enumerate(items):
-            if has_value[:, j].any():
-                key = f"{head_key}/by_{cand.item_kind}/{item}"
-                ic = _reported(cand, key, whole.item_candidate[j])
-                ib = _reported(base, key, whole.item_baseline[j])
-                delta = (best if math.isnan(ic) else ic) - (best if math.isnan(ib) else ib)
-                d = (ic, ib, delta, whole.item_low[j], whole.item_high[j])
-                if verified(key, whole.item_candidate[j], whole.item_baseline[j]):
-                    n = int(has_value[:, j].sum())
-                    out.rows.append(
-                        _row(
-                            bench,
-                            key,
-                            cand.item_kind,
-                            item,
-                            d,
-                            n,
-                            int(whole.item_units[j]),
-                            None,
-                            whole.item_samples[:, j],
-                        )
-                    )
-    for dim in dimensions:
-        if dim == cand.item_kind:
-            continue  # already one row per item (3D-MIR: region is both the item and a case group)
-        for value in sorted({c.groups[dim] for c in cand_cases if dim in c.groups}):
-            rows = np.array([c.groups.get(dim) == value for c in cand_cases])
-            key = f"{head_key}/by_{dim}/{value}"
-            if has_value[rows].any():
-                d = analyse(key, rows)
-                if verified(key, d.candidate, d.baseline):
-                    out.rows.append(reported_row(key, dim, value, d, int(has_value[rows].any(axis=1).sum())))
-    if out.problems:
-        out.rows = []
+    pair = _Paired.of(cand, base, head_key, dimensions, (n_resamples, seed, confidence))
+    if facts.paired == "delong":
+        out.problems, out.rows = _delong_rows(pair)
+    elif facts.reduction == "corpus":
+        out.problems, out.rows = _corpus_rows(pair, facts.corpus)
+    else:
+        out.problems, out.rows = _mean_rows(pair, facts)
     return out
 
 
@@ -385,29 +336,152 @@ def headline_exclusions(result: BenchmarkResult) -> list[str]:
     return [str(t) for t in run.get("findings_below_min_positives", [])] if isinstance(run, dict) else []
 
 
-def _corpus_rows(
-    cand: BenchmarkResult,
-    base: BenchmarkResult,
-    cand_cases: list[CaseRecord],
-    base_cases: list[CaseRecord],
-    head_key: str,
-    dimensions: Sequence[str],
-    corpus: CorpusHeadline | None,
-    resampling: tuple[int, int, float],
+@dataclass(frozen=True)
+class _Paired:
+    """Two paired results (:func:`pairing_problems` found none) and what every method shares: both sides' case
+    records in case-id order (row ``i`` of each is one case), the items of either, the compared headline key,
+    the breakdown dimensions and ``(n_resamples, seed, confidence)``."""
+
+    cand: BenchmarkResult
+    base: BenchmarkResult
+    cand_cases: list[CaseRecord]
+    base_cases: list[CaseRecord]
+    items: list[str]
+    head_key: str
+    dimensions: Sequence[str]
+    resampling: tuple[int, int, float]
+
+    @classmethod
+    def of(
+        cls,
+        cand: BenchmarkResult,
+        base: BenchmarkResult,
+        head_key: str,
+        dimensions: Sequence[str],
+        resampling: tuple[int, int, float],
+    ) -> _Paired:
+        cand_cases = sorted(cand.cases, key=lambda c: c.case_id)
+        base_by_id = {c.case_id: c for c in base.cases}
+        base_cases = [base_by_id[c.case_id] for c in cand_cases]
+        items = sorted({i for c in cand_cases for i in c.metrics} | {i for c in base_cases for i in c.metrics})
+        return cls(cand, base, cand_cases, base_cases, items, head_key, dimensions, resampling)
+
+    @property
+    def unit(self) -> str:
+        return self.cand.unit
+
+    def clusters(self) -> np.ndarray | None:
+        """The cluster code of each row when the results resample subjects, else None (cases resampled alone)."""
+        if self.cand.resampling[0] != "subject_id":
+            return None
+        return cluster_codes([c.subject_id for c in self.cand_cases])
+
+    def case_groups(self) -> Iterator[tuple[str, str, str, np.ndarray]]:
+        """``(key, dimension, group, row mask)`` of every case group of the listed dimensions, groups sorted;
+        the item dimension is left out: it has one row per item (3D-MIR: ``region`` is both) or, for a corpus
+        function that gives the headline only, none."""
+        for dim in self.dimensions:
+            if dim == self.cand.item_kind:
+                continue
+            for group in sorted({c.groups[dim] for c in self.cand_cases if dim in c.groups}):
+                rows = np.array([c.groups.get(dim) == group for c in self.cand_cases])
+                yield f"{self.head_key}/by_{dim}/{group}", dim, group, rows
+
+    def mismatches(self, key: str, cand_value: float, base_value: float) -> list[str]:
+        """The problems of either side whose stored ``key`` is not the value recomputed from its case records."""
+        found = [
+            _stored_mismatch(self.cand, key, cand_value, "candidate"),
+            _stored_mismatch(self.base, key, base_value, "baseline"),
+        ]
+        return [p for p in found if p]
+
+    def headline_row(self, key: str, dim: str, group: str, d: PairedHeadline, n_pairs: int) -> DeltaRow:
+        """The row of a resampled headline ``d``: each side's reported value (:func:`_reported`) and their delta."""
+        c, b = _reported(self.cand, key, d.candidate), _reported(self.base, key, d.baseline)
+        return _row(self.unit, key, dim, group, (c, b, c - b, d.low, d.high), n_pairs, d.n_units, None, d.samples)
+
+
+def _mean_rows(pair: _Paired, facts: MetricFacts) -> tuple[list[str], list[DeltaRow]]:
+    """Problems and rows of a comparison of a mean of per-case values (``reduction`` ``item_mean`` or
+    ``case_mean``): both headlines recomputed on the same cluster resamples
+    (:func:`~trackeval.stats.paired.paired_headlines`), overall, per item and per case group."""
+    cm = item_matrix(pair.cand_cases, pair.items, facts.per_case)
+    bm = item_matrix(pair.base_cases, pair.items, facts.per_case)
+    codes = pair.clusters()
+    has_value = ~(np.isnan(cm) & np.isnan(bm))
+    n_resamples, seed, confidence = pair.resampling
+    reduction = cast(MeanReduction, facts.reduction)  # "corpus" is compared by _corpus_rows
+
+    def analyse(key: str, rows: np.ndarray | slice) -> PairedHeadline:
+        return paired_headlines(
+            cm[rows],
+            bm[rows],
+            reduction=reduction,
+            best=facts.best,
+            n_resamples=n_resamples,
+            seed=group_seed(seed, key),
+            confidence=confidence,
+            clusters=None if codes is None else codes[rows],
+            method=pair.cand.resampling[1],
+        )
+
+    whole = analyse(pair.head_key, slice(None))
+    if not has_value.any():
+        return [f"no case has a {facts.per_case} value in either result"], []
+    problems = pair.mismatches(pair.head_key, whole.candidate, whole.baseline)
+    if problems:
+        return problems, []
+    rows = [pair.headline_row(pair.head_key, "", "", whole, int(has_value.any(axis=1).sum()))]
+    if pair.cand.item_kind in pair.dimensions:
+        item_problems, item_rows = _item_rows(pair, whole, has_value, facts.best)
+        problems += item_problems
+        rows += item_rows
+    for key, dim, group, sel in pair.case_groups():
+        if has_value[sel].any():
+            d = analyse(key, sel)
+            found = pair.mismatches(key, d.candidate, d.baseline)
+            problems += found
+            if not found:
+                rows.append(pair.headline_row(key, dim, group, d, int(has_value[sel].any(axis=1).sum())))
+    return (problems, []) if problems else ([], rows)
+
+
+def _item_rows(
+    pair: _Paired, whole: PairedHeadline, has_value: np.ndarray, best: float
 ) -> tuple[list[str], list[DeltaRow]]:
-    """Problems and rows of a corpus comparison (``reduction="corpus"``): both headlines recomputed by the unit's
-    ``corpus`` function on the same resamples of the cases (:func:`~trackeval.stats.paired.paired_corpus`),
-    overall and per case group; ``resampling``: ``(n_resamples, seed, confidence)``."""
-    if corpus is None:
-        return [f"{head_key} is a corpus metric, but the policy carries no function to recompute it with"], []
-    fn: CorpusHeadline = corpus
-    bench = cand.unit
-    n_resamples, seed, confidence = resampling
-    cluster, interval = cand.resampling
-    codes = cluster_codes([c.subject_id for c in cand_cases]) if cluster == "subject_id" else None
-    has_value = np.array([bool(c.metrics or b.metrics) for c, b in zip(cand_cases, base_cases, strict=True)])
+    """Problems and rows of the items with a value on either side: the delta of the two item means, a side with
+    no value for the item counting as ``best``; the intervals from the headline's resamples."""
     problems: list[str] = []
-    rows: list[DeltaRow] = []
+    rows = []
+    kind = pair.cand.item_kind
+    for j, item in enumerate(pair.items):
+        if not has_value[:, j].any():
+            continue
+        key = f"{pair.head_key}/by_{kind}/{item}"
+        found = pair.mismatches(key, whole.item_candidate[j], whole.item_baseline[j])
+        problems += found
+        if found:
+            continue
+        ic = _reported(pair.cand, key, whole.item_candidate[j])
+        ib = _reported(pair.base, key, whole.item_baseline[j])
+        delta = (best if math.isnan(ic) else ic) - (best if math.isnan(ib) else ib)
+        values = (ic, ib, delta, whole.item_low[j], whole.item_high[j])
+        n, units = int(has_value[:, j].sum()), int(whole.item_units[j])
+        rows.append(_row(pair.unit, key, kind, item, values, n, units, None, whole.item_samples[:, j]))
+    return problems, rows
+
+
+def _corpus_rows(pair: _Paired, corpus: Callable[..., Any] | None) -> tuple[list[str], list[DeltaRow]]:
+    """Problems and rows of a corpus comparison (``reduction="corpus"``): both headlines recomputed by the unit's
+    ``corpus`` function (a :data:`~trackeval.spec.CorpusHeadline`) on the same resamples of the cases
+    (:func:`~trackeval.stats.paired.paired_corpus`), overall and per case group."""
+    if corpus is None:
+        return [f"{pair.head_key} is a corpus metric, but the policy carries no function to recompute it with"], []
+    fn: CorpusHeadline = corpus
+    n_resamples, seed, confidence = pair.resampling
+    codes = pair.clusters()
+    cand_cases, base_cases = pair.cand_cases, pair.base_cases
+    has_value = np.array([bool(c.metrics or b.metrics) for c, b in zip(cand_cases, base_cases, strict=True)])
 
     def analyse(key: str, idx: np.ndarray) -> PairedHeadline:
         cr, br = [cand_cases[i] for i in idx], [base_cases[i] for i in idx]
@@ -419,60 +493,40 @@ def _corpus_rows(
             seed=group_seed(seed, key),
             confidence=confidence,
             clusters=None if codes is None else codes[idx],
-            method=interval,
+            method=pair.cand.resampling[1],
         )
 
-    def add(key: str, dim: str, group: str, d: PairedHeadline, n_pairs: int) -> None:
-        found = [
-            _stored_mismatch(cand, key, d.candidate, "candidate"),
-            _stored_mismatch(base, key, d.baseline, "baseline"),
-        ]
-        problems.extend(p for p in found if p)
-        if not any(found):
-            c, b = _reported(cand, key, d.candidate), _reported(base, key, d.baseline)
-            rows.append(_row(bench, key, dim, group, (c, b, c - b, d.low, d.high), n_pairs, d.n_units, None, d.samples))
-
-    whole = analyse(head_key, np.arange(len(cand_cases)))
+    whole = analyse(pair.head_key, np.arange(len(cand_cases)))
     if math.isnan(whole.candidate) and math.isnan(whole.baseline):
-        return [f"neither result's case records give {head_key} (nothing to recompute it from)"], []
-    add(head_key, "", "", whole, int(has_value.sum()))
+        return [f"neither result's case records give {pair.head_key} (nothing to recompute it from)"], []
+    problems = pair.mismatches(pair.head_key, whole.candidate, whole.baseline)
     if problems:
         return problems, []
-    for dim in dimensions:
-        if dim == cand.item_kind:
-            continue  # a corpus function gives the headline only, no per-item values
-        for value in sorted({c.groups[dim] for c in cand_cases if dim in c.groups}):
-            sel = np.array([c.groups.get(dim) == value for c in cand_cases])
-            if has_value[sel].any():
-                key = f"{head_key}/by_{dim}/{value}"
-                add(key, dim, value, analyse(key, np.flatnonzero(sel)), int(has_value[sel].sum()))
+    rows = [pair.headline_row(pair.head_key, "", "", whole, int(has_value.sum()))]
+    for key, dim, group, sel in pair.case_groups():
+        if has_value[sel].any():
+            d = analyse(key, np.flatnonzero(sel))
+            found = pair.mismatches(key, d.candidate, d.baseline)
+            problems += found
+            if not found:
+                rows.append(pair.headline_row(key, dim, group, d, int(has_value[sel].sum())))
     return (problems, []) if problems else ([], rows)
 
 
-def _delong_rows(
-    cand: BenchmarkResult,
-    base: BenchmarkResult,
-    cand_cases: list[CaseRecord],
-    base_cases: list[CaseRecord],
-    items: list[str],
-    head_key: str,
-    dimensions: Sequence[str],
-    confidence: float,
-) -> tuple[list[str], list[DeltaRow]]:
-    """Problems and rows of a DeLong comparison (AUROC): the headline, one row per finding and per case group."""
-    bench = cand.unit
-    left_out = set(headline_exclusions(cand)) | set(headline_exclusions(base))
-    items = [i for i in items if i not in left_out]
-    y, cs, bs, problems = _delong_inputs(cand_cases, base_cases, items)
+def _delong_rows(pair: _Paired) -> tuple[list[str], list[DeltaRow]]:
+    """Problems and rows of a DeLong comparison (AUROC): the headline, one row per finding and per case group;
+    findings a result leaves out of its headline (:func:`headline_exclusions`) are left out."""
+    left_out = set(headline_exclusions(pair.cand)) | set(headline_exclusions(pair.base))
+    items = [i for i in pair.items if i not in left_out]
+    y, cs, bs, problems = _delong_inputs(pair.cand_cases, pair.base_cases, items)
     if problems:
         return problems, []
-
-    codes = cluster_codes([c.subject_id for c in cand_cases]) if cand.resampling[0] == "subject_id" else None
+    codes = pair.clusters()
+    labelled = ~np.isnan(y)
+    confidence = pair.resampling[2]
 
     def analyse(rows: np.ndarray | slice) -> PairedAUC:
         return paired_delong(y[rows], cs[rows], bs[rows], confidence, None if codes is None else codes[rows])
-
-    labelled = ~np.isnan(y)
 
     def units(images: np.ndarray) -> int:
         """Resampling units (patients, or images) among the ``images`` mask."""
@@ -485,31 +539,25 @@ def _delong_rows(
         else:
             values = (d.candidate[j], d.baseline[j], d.value[j], d.low[j], d.high[j])
             n, var, n_units = int(d.n_pairs[j]), d.variance[j], units(rows & labelled[:, j])
-        return _row(bench, key, dim, group, values, n, n_units, _f(math.sqrt(var)) if var >= 0 else None)
+        return _row(pair.unit, key, dim, group, values, n, n_units, _f(math.sqrt(var)) if var >= 0 else None)
 
-    every = np.ones(len(cand_cases), dtype=bool)
+    every = np.ones(len(pair.cand_cases), dtype=bool)
     whole = analyse(slice(None))
     if whole.n_pairs.sum() == 0:
         return ["no paired images: no finding has a defined AUROC in both results"], []
-    found = [
-        _stored_mismatch(cand, head_key, whole.overall_candidate, "candidate"),
-        _stored_mismatch(base, head_key, whole.overall_baseline, "baseline"),
-    ]
-    if any(found):
-        return [p for p in found if p], []
-    out = [row(head_key, "", "", whole, None, every)]
-    if cand.item_kind in dimensions:
+    problems = pair.mismatches(pair.head_key, whole.overall_candidate, whole.overall_baseline)
+    if problems:
+        return problems, []
+    out = [row(pair.head_key, "", "", whole, None, every)]
+    if pair.cand.item_kind in pair.dimensions:
+        kind = pair.cand.item_kind
         out += [
-            row(f"{head_key}/by_{cand.item_kind}/{item}", cand.item_kind, item, whole, j, every)
+            row(f"{pair.head_key}/by_{kind}/{item}", kind, item, whole, j, every)
             for j, item in enumerate(items)
             if whole.n_pairs[j] > 0
         ]
-    for dim in dimensions:
-        if dim == cand.item_kind:
-            continue
-        for value in sorted({c.groups[dim] for c in cand_cases if dim in c.groups}):
-            rows = np.array([c.groups.get(dim) == value for c in cand_cases])
-            d = analyse(rows)
-            if d.n_pairs.sum() > 0:
-                out.append(row(f"{head_key}/by_{dim}/{value}", dim, value, d, None, rows))
+    for key, dim, group, sel in pair.case_groups():
+        d = analyse(sel)
+        if d.n_pairs.sum() > 0:
+            out.append(row(key, dim, group, d, None, sel))
     return [], out

@@ -41,16 +41,16 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from trackeval.config import GateConfig
-from trackeval.gate.compare import BenchmarkComparison, DeltaRow, compare_results
+from trackeval.gate.compare import UNIT_AS_BENCHMARK, BenchmarkComparison, DeltaRow, compare_results
 from trackeval.gate.policy import UnitPolicy
 from trackeval.results import BenchmarkResult
 from trackeval.stats.paired import adjust_pvalues, bootstrap_pvalue, normal_pvalue
 
 
 class Check(BaseModel):
-    """One rule applied to one benchmark (or group); ``detail`` says what was compared with what."""
+    """One rule applied to one benchmark unit (``*``: to all of them); ``detail`` says what was compared with what."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = UNIT_AS_BENCHMARK
 
     name: Literal[
         "primary_metric",
@@ -62,7 +62,8 @@ class Check(BaseModel):
         "audit",
         "floor",
     ]
-    benchmark: str
+    #: the benchmark unit (``umd``, ``xray/cls``) or ``*``; stored as ``benchmark``
+    unit: str = Field(alias="benchmark")
     passed: bool
     detail: str
 
@@ -83,6 +84,14 @@ class GroupTest(BaseModel):
     passed: bool
 
 
+class GateRecord(GateConfig):
+    """The gate config a decision was made under, with the policy of each unit it judged (what a decision
+    records as ``gate_config``): the config's fields, then ``policies``. A policy read back carries no corpus
+    function (code is not recorded); :func:`~trackeval.tracking.decision_runs.explain` re-attaches it."""
+
+    policies: dict[str, UnitPolicy] = Field(default_factory=dict)
+
+
 class Decision(BaseModel):
     """The gate's verdict with everything needed to audit it."""
 
@@ -95,7 +104,7 @@ class Decision(BaseModel):
     checks: list[Check]
     comparisons: list[BenchmarkComparison]
     group_tests: list[GroupTest]
-    gate_config: dict
+    gate_config: GateRecord
     #: what the data cannot tell at this sample size (never changes the verdict)
     notes: list[str] = Field(default_factory=list)
     #: the evidence the decision was made on: ``{unit: sha256 of the results.json}`` of each side's evaluation runs
@@ -106,7 +115,7 @@ class Decision(BaseModel):
     @property
     def reasons(self) -> list[str]:
         """Details of the failed checks (empty on pass)."""
-        return [f"{c.benchmark}: {c.name}: {c.detail}" for c in self.checks if not c.passed]
+        return [f"{c.unit}: {c.name}: {c.detail}" for c in self.checks if not c.passed]
 
 
 def audit_problems(result: BenchmarkResult) -> list[str]:
@@ -124,7 +133,7 @@ def audit_problems(result: BenchmarkResult) -> list[str]:
 def _floor_check(result: BenchmarkResult, policy: UnitPolicy, cfg: GateConfig) -> Check:
     unit, key = policy.unit, policy.key
     if policy.floor is None:
-        return Check(name="floor", benchmark=unit, passed=False, detail="no absolute floor configured (gate.floors)")
+        return Check(name="floor", unit=unit, passed=False, detail="no absolute floor configured (gate.floors)")
     s = result.aggregates.get(key)
     # the conservative end of the CI: its low bound, or its high bound for a lower-is-better metric
     bound = None if s is None else (s.ci95_low if policy.higher_is_better else s.ci95_high)
@@ -132,9 +141,7 @@ def _floor_check(result: BenchmarkResult, policy: UnitPolicy, cfg: GateConfig) -
     op = ">=" if policy.higher_is_better else "<="
     ok = stat is not None and (stat >= policy.floor if policy.higher_is_better else stat <= policy.floor)
     shown = "missing" if stat is None else f"{stat:.4f}"
-    return Check(
-        name="floor", benchmark=unit, passed=ok, detail=f"{key} {cfg.floor_statistic} {shown} {op} {policy.floor}"
-    )
+    return Check(name="floor", unit=unit, passed=ok, detail=f"{key} {cfg.floor_statistic} {shown} {op} {policy.floor}")
 
 
 def _interval_checks(head: DeltaRow, policy: UnitPolicy) -> list[Check]:
@@ -152,9 +159,9 @@ def _interval_checks(head: DeltaRow, policy: UnitPolicy) -> list[Check]:
     else:
         ni, ni_need = hi is not None and hi < margin, f"need upper bound < +{margin} (lower is better)"
         sup, sup_need = hi is not None and hi < 0, "need upper bound < 0 (lower is better)"
-    checks = [Check(name="non_inferiority", benchmark=unit, passed=ni, detail=f"{head.key}: {shown}; {ni_need}")]
+    checks = [Check(name="non_inferiority", unit=unit, passed=ni, detail=f"{head.key}: {shown}; {ni_need}")]
     if policy.superiority:
-        checks.append(Check(name="superiority", benchmark=unit, passed=sup, detail=f"{head.key}: {shown}; {sup_need}"))
+        checks.append(Check(name="superiority", unit=unit, passed=sup, detail=f"{head.key}: {shown}; {sup_need}"))
     return checks
 
 
@@ -176,12 +183,12 @@ def _group_tests(
 ) -> list[GroupTest]:
     tagged = [(c, r) for c in comparisons for r in c.rows if r.dimension]
     rows = [r for _, r in tagged]
-    margins = [policies[r.benchmark].group_margin(r.dimension, r.group) for r in rows]
+    margins = [policies[r.unit].group_margin(r.dimension, r.group) for r in rows]
     # harm: H1 "the group got worse by more than its margin"; noninferiority: H1 "it did not"
     harm = cfg.group_test == "harm"
     p = []
     for (comp, r), m in zip(tagged, margins, strict=True):
-        higher = policies[r.benchmark].higher_is_better
+        higher = policies[r.unit].higher_is_better
         threshold = -m if higher else m
         worse: Literal["less", "greater"] = "less" if higher else "greater"
         better: Literal["less", "greater"] = "greater" if higher else "less"
@@ -194,7 +201,7 @@ def _group_tests(
         passed = [x <= cfg.alpha for x in p]
     return [
         GroupTest(
-            unit=r.benchmark,
+            unit=r.unit,
             key=r.key,
             delta=r.delta,
             ci95_low=r.ci95_low,
@@ -212,20 +219,17 @@ def compare_unit(
     cand: BenchmarkResult, base: BenchmarkResult, policy: UnitPolicy, cfg: GateConfig, labels: tuple[str, str]
 ) -> BenchmarkComparison:
     """The paired comparison the gate (and ``trackeval compare``) makes for one unit: its primary metric and
-    group dimensions, the gate's resamples, seed and confidence."""
+    group dimensions and declared facts, the gate's resamples, seed and confidence."""
     return compare_results(
         cand,
         base,
-        policy.metric,
+        policy,
         policy.group_dimensions,
         n_resamples=cfg.n_resamples,
         seed=cfg.seed,
         confidence=cfg.confidence,
         labels=labels,
         protocol=policy.protocol,
-        reduction=policy.reduction,
-        best=policy.best,
-        corpus=policy.corpus,
     )
 
 
@@ -240,7 +244,7 @@ def _missing_check(cand: BenchmarkResult, base: BenchmarkResult, unit: str) -> C
     if mc == 0 and mb == 0:
         return None
     detail = f"missing predictions: candidate {mc} vs champion {mb}"
-    return Check(name="missing_predictions", benchmark=unit, passed=mc <= mb, detail=detail)
+    return Check(name="missing_predictions", unit=unit, passed=mc <= mb, detail=detail)
 
 
 def resolution_note(head: DeltaRow, comp: BenchmarkComparison, policy: UnitPolicy) -> str | None:
@@ -261,6 +265,57 @@ def resolution_note(head: DeltaRow, comp: BenchmarkComparison, policy: UnitPolic
     )
 
 
+def _unit_checks(
+    unit: str,
+    candidate: Mapping[str, BenchmarkResult],
+    champion: Mapping[str, BenchmarkResult],
+    policy: UnitPolicy | None,
+    cfg: GateConfig,
+    labels: tuple[str, str],
+) -> tuple[list[Check], BenchmarkComparison | None, str | None]:
+    """The checks of one unit (module docstring: rules 1-3 and 5, or the floor), its comparison (None: no
+    champion result or no policy) and its resolution note (None: the margin is resolved, or nothing compared)."""
+    if policy is None:
+        detail = "not a registered benchmark unit: no primary metric (is its plug-in installed?)"
+        return [Check(name="primary_metric", unit=unit, passed=False, detail=detail)], None, None
+    if unit not in candidate:
+        detail = f"the champion was evaluated on {unit} but the candidate was not"
+        return [Check(name="pairing", unit=unit, passed=False, detail=detail)], None, None
+    result = candidate[unit]
+    checks = []
+    if cfg.require_audits:
+        problems = audit_problems(result)
+        checks.append(Check(name="audit", unit=unit, passed=not problems, detail="; ".join(problems) or "clean"))
+    if unit not in champion:
+        return [*checks, _floor_check(result, policy, cfg)], None, None
+    comp = compare_unit(result, champion[unit], policy, cfg, labels)
+    if comp.problems:
+        return [*checks, Check(name="pairing", unit=unit, passed=False, detail="; ".join(comp.problems))], comp, None
+    missing = _missing_check(result, champion[unit], unit)
+    if missing is not None:
+        checks.append(missing)
+    checks.extend(_interval_checks(comp.rows[0], policy))
+    return checks, comp, resolution_note(comp.rows[0], comp, policy)
+
+
+def _group_checks(groups: list[GroupTest], cfg: GateConfig) -> list[Check]:
+    """A failed ``worst_group`` check per failed group test, or one passed check (unit ``*``) when every group
+    passed; none without groups."""
+    checks = []
+    for g in groups:
+        if not g.passed:
+            delta = "n/a" if g.delta is None else f"{g.delta:+.4f} [{g.ci95_low:+.4f}, {g.ci95_high:+.4f}]"
+            detail = (
+                f"{g.key}: delta {delta} vs margin -{g.margin}; "
+                f"p={g.p_value:.4f}, adjusted ({cfg.multiplicity}) {g.p_adjusted:.4f}"
+            )
+            checks.append(Check(name="worst_group", unit=g.unit, passed=False, detail=detail))
+    if groups and all(g.passed for g in groups):
+        detail = f"{len(groups)} group(s) within their margins ({cfg.group_test}, {cfg.multiplicity})"
+        checks.append(Check(name="worst_group", unit="*", passed=True, detail=detail))
+    return checks
+
+
 def decide(
     model: str,
     candidate_version: str,
@@ -273,79 +328,24 @@ def decide(
     """Apply the gate (module docstring) to the candidate's and champion's results, keyed by unit name.
 
     ``champion=None`` means no champion exists yet: only audits and absolute floors apply. ``policies``: the
-    rules per unit (:func:`trackeval.gate.policy.resolve_policies`); a result of an unknown unit fails.
+    rules per unit (:func:`trackeval.gate.policy.resolve_policies`); a result of an unknown unit fails. The
+    decision records ``cfg`` and the policies of the units either side was evaluated on (:class:`GateRecord`).
     """
     checks: list[Check] = []
     comparisons: list[BenchmarkComparison] = []
     notes: list[str] = []
     champion = champion or {}
     if not candidate:
-        checks.append(Check(name="pairing", benchmark="*", passed=False, detail="the candidate has no evaluations"))
-    for bench in sorted(set(candidate) | set(champion)):
-        policy = policies.get(bench)
-        if policy is None:
-            checks.append(
-                Check(
-                    name="primary_metric",
-                    benchmark=bench,
-                    passed=False,
-                    detail="not a registered benchmark unit: no primary metric (is its plug-in installed?)",
-                )
-            )
-            continue
-        if bench not in candidate:
-            checks.append(
-                Check(
-                    name="pairing",
-                    benchmark=bench,
-                    passed=False,
-                    detail=f"the champion was evaluated on {bench} but the candidate was not",
-                )
-            )
-            continue
-        result = candidate[bench]
-        if cfg.require_audits:
-            problems = audit_problems(result)
-            checks.append(
-                Check(name="audit", benchmark=bench, passed=not problems, detail="; ".join(problems) or "clean")
-            )
-        if bench not in champion:
-            checks.append(_floor_check(result, policy, cfg))
-            continue
-        comp = compare_unit(result, champion[bench], policy, cfg, (candidate_version, champion_version or ""))
-        comparisons.append(comp)
-        if comp.problems:
-            checks.append(Check(name="pairing", benchmark=bench, passed=False, detail="; ".join(comp.problems)))
-            continue
-        missing = _missing_check(result, champion[bench], bench)
-        if missing is not None:
-            checks.append(missing)
-        checks.extend(_interval_checks(comp.rows[0], policy))
-        note = resolution_note(comp.rows[0], comp, policy)
-        if note:
-            notes.append(note)
+        checks.append(Check(name="pairing", unit="*", passed=False, detail="the candidate has no evaluations"))
+    labels = (candidate_version, champion_version or "")
+    for unit in sorted(set(candidate) | set(champion)):
+        unit_checks, comp, note = _unit_checks(unit, candidate, champion, policies.get(unit), cfg, labels)
+        checks += unit_checks
+        comparisons += [comp] if comp is not None else []
+        notes += [note] if note else []
     groups = _group_tests(comparisons, policies, cfg)
-    for g in groups:
-        if not g.passed:
-            delta = "n/a" if g.delta is None else f"{g.delta:+.4f} [{g.ci95_low:+.4f}, {g.ci95_high:+.4f}]"
-            checks.append(
-                Check(
-                    name="worst_group",
-                    benchmark=g.unit,
-                    passed=False,
-                    detail=f"{g.key}: delta {delta} vs margin -{g.margin}; "
-                    f"p={g.p_value:.4f}, adjusted ({cfg.multiplicity}) {g.p_adjusted:.4f}",
-                )
-            )
-    if groups and all(g.passed for g in groups):
-        checks.append(
-            Check(
-                name="worst_group",
-                benchmark="*",
-                passed=True,
-                detail=f"{len(groups)} group(s) within their margins ({cfg.group_test}, {cfg.multiplicity})",
-            )
-        )
+    checks += _group_checks(groups, cfg)
+    judged = {u: p for u, p in sorted(policies.items()) if u in candidate or u in champion}
     return Decision(
         model=model,
         candidate=candidate_version,
@@ -355,8 +355,5 @@ def decide(
         comparisons=comparisons,
         group_tests=groups,
         notes=notes,
-        gate_config={
-            **cfg.model_dump(mode="json"),
-            "policies": {u: p.record() for u, p in sorted(policies.items()) if u in candidate or u in champion},
-        },
+        gate_config=GateRecord(**{f: getattr(cfg, f) for f in GateConfig.model_fields}, policies=judged),
     )

@@ -8,23 +8,28 @@ their config key, so ``{xray: cls/auroc}`` selects ``xray/cls/auroc`` for unit `
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
-from dataclasses import dataclass, field, fields
+from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from trackeval.config import GateConfig
-from trackeval.spec import BenchmarkSpec, CorpusHeadline, PairedMethod, Reduction
+from trackeval.spec import BenchmarkSpec, MetricInfo, PairedMethod, Reduction
 
 V = TypeVar("V")
 
 
-@dataclass(frozen=True)
-class UnitPolicy:
-    """The gate's rules for one unit.
+class UnitPolicy(BaseModel):
+    """The gate's rules for one unit, and the declared facts of the metric it is gated on.
 
     ``metric``: the primary metric relative to the unit (``dsc``); ``key``: the full aggregate key
-    (``umd/dsc``). ``margin`` / ``floor`` / ``superiority`` as in :class:`~trackeval.config.GateConfig`.
+    (``umd/dsc``). ``margin`` / ``floor`` / ``superiority`` as in :class:`~trackeval.config.GateConfig`. The
+    facts ``higher_is_better``, ``reduction``, ``paired``, ``per_case``, ``best`` and ``corpus`` are the
+    metric's :class:`~trackeval.spec.MetricInfo` (see :func:`metric_facts`). A decision records the policy
+    (:class:`~trackeval.gate.decide.GateRecord`): every field but ``corpus``, in this order.
     """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     unit: str
     metric: str
@@ -37,22 +42,21 @@ class UnitPolicy:
     group_margins: tuple[tuple[str, float], ...]
     #: config fields (dotted paths into results.json's ``config``) that affect the metric; None: all of them
     protocol: tuple[str, ...] | None = None
-    #: how the headline is built from the case records, and the metric's best value (:class:`PrimaryMetric`)
+    #: how the headline is built from the case records (:attr:`MetricInfo.reduction`)
     reduction: Reduction = "item_mean"
-    #: how two versions are paired on the metric, and the name of its per-case values in the case records
+    #: how two versions are paired on the metric (:attr:`MetricInfo.paired`)
     paired: PairedMethod = "bootstrap"
+    #: the name of its per-case values in the case records (:meth:`MetricInfo.record_name`)
     per_case: str = ""
+    #: the metric's best value (:attr:`MetricInfo.best_value`)
     best: float = 1.0
-    #: the unit's corpus headline function (reduction ``corpus``): code, so not part of :meth:`record`
-    corpus: CorpusHeadline | None = field(default=None, compare=False, repr=False)
+    #: the unit's corpus headline function, a :data:`~trackeval.spec.CorpusHeadline` (reduction ``corpus``):
+    #: code, so never serialised; a policy read back from a record gets it from the registered unit
+    corpus: Callable[..., Any] | None = Field(default=None, exclude=True, repr=False)
 
     @property
     def key(self) -> str:
         return f"{self.unit}/{self.metric}"
-
-    def record(self) -> dict[str, Any]:
-        """The policy as JSON-able data (a decision records it): every field but the ``corpus`` function."""
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "corpus"}
 
     def group_margin(self, dimension: str, group: str) -> float:
         """Margin of one breakdown group: the most specific of ``<unit or benchmark>[/dimension[/group]]``."""
@@ -62,6 +66,20 @@ class UnitPolicy:
                 if key in table:
                     return table[key]
         return self.default_group_margin
+
+
+def metric_facts(metric: str, info: MetricInfo) -> dict[str, Any]:
+    """The facts of metric path ``metric`` (relative to its unit) that ``info``, its declaration, gives a
+    :class:`UnitPolicy`: direction, reduction, paired method, per-case record name, best value, corpus function."""
+    return {
+        "metric": metric,
+        "higher_is_better": info.higher_is_better,
+        "reduction": info.reduction,
+        "paired": info.paired,
+        "per_case": info.record_name(metric),
+        "best": info.best_value,
+        "corpus": info.corpus,
+    }
 
 
 def _owners(unit: str) -> list[str]:
@@ -97,8 +115,6 @@ def resolve_policies(cfg: GateConfig, specs: Iterable[BenchmarkSpec]) -> dict[st
         )
         out[spec.name] = UnitPolicy(
             unit=spec.name,
-            metric=metric,
-            higher_is_better=info.higher_is_better,
             margin=_lookup(cfg.margins, spec.name, spec.primary.margin),
             floor=_lookup(cfg.floors, spec.name, spec.primary.floor),
             superiority=_lookup(cfg.superiority, spec.name, False),
@@ -108,10 +124,6 @@ def resolve_policies(cfg: GateConfig, specs: Iterable[BenchmarkSpec]) -> dict[st
                 (k, v) for k, v in sorted(cfg.group_margins.items()) if k.split("/")[0] == spec.benchmark
             ),
             protocol=spec.primary.protocol if metric == spec.primary.metric else None,
-            reduction=info.reduction,
-            paired=info.paired,
-            per_case=info.record_name(metric),
-            best=info.best_value,
-            corpus=info.corpus,
+            **metric_facts(metric, info),
         )
     return out

@@ -27,7 +27,7 @@ import numpy as np
 from PIL import Image, UnidentifiedImageError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from trackeval.config.imis import IMISConfig
+from trackeval.benchmarks.imis_config import IMISConfig
 from trackeval.errors import InputError
 from trackeval.interactive.loop import PromptSchedule, Turn
 from trackeval.interactive.protocol import PROMPT_TYPES, ModelError, to_mask

@@ -3,6 +3,8 @@
 :class:`PromptSchedule` is the single source of the protocol's prompts: the live loop (:func:`run_sequence`)
 and the offline log verifier (:mod:`trackeval.interactive.logs`) both ask it for turn ``t``'s prompt given the
 mask of turn ``t - 1``, so a log is accepted exactly when its clicks are the ones the live loop would send.
+Scoring the turns' masks is the IMIS adapter's (:func:`trackeval.benchmarks.imis.sequence_metrics`): the metric
+keys belong to it.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from trackeval.config.imis import IMISConfig
+from trackeval.benchmarks.imis_config import IMISConfig
 from trackeval.errors import InputError
 from trackeval.interactive.clicks import bounding_box, error_click, first_click
 from trackeval.interactive.protocol import (
@@ -28,11 +30,9 @@ from trackeval.interactive.protocol import (
     ModelError,
     Prompts,
     Request,
-    noc_key,
     text_prompt,
     to_mask,
 )
-from trackeval.metrics.interactive import binary_dice, binary_iou, dice_auc, number_of_clicks
 
 
 def turn_rng(seed: int, case_id: str, target: str, prompt_type: str, turn: int) -> np.random.Generator:
@@ -192,30 +192,6 @@ def call_model(model: InteractiveModel, request: Request, timeout_s: float, *, w
             field="--model",
         )
     return answer[0]
-
-
-def sequence_metrics(truth: np.ndarray, masks: Mapping[str, list[np.ndarray]], cfg: IMISConfig) -> dict[str, float]:
-    """Per-target metrics from the turn masks of each prompt type.
-
-    Keys: ``dice_<prompt>_<turn>`` for every prompt type and turn; from the ``point`` sequence (the click
-    curve) ``noc_<t>`` per threshold (on ``cfg.noc_metric``; with ``iou`` also ``iou_point_<turn>``) and
-    ``dice_auc``; NaN when no point sequence was run.
-    """
-    out: dict[str, float] = {}
-    for prompt_type, seq in masks.items():
-        curve = np.array([binary_dice(m, truth, cfg.dice_empty_rule) for m in seq])
-        out.update({f"dice_{prompt_type}_{t}": float(d) for t, d in enumerate(curve, start=1)})
-        if prompt_type == "point":
-            noc_curve = curve
-            if cfg.noc_metric == "iou":
-                noc_curve = np.array([binary_iou(m, truth, cfg.dice_empty_rule) for m in seq])
-                out.update({f"iou_point_{t}": float(v) for t, v in enumerate(noc_curve, start=1)})
-            for thr in cfg.noc_thresholds:
-                out[noc_key(thr)] = number_of_clicks(noc_curve, thr, cfg.noc_not_reached)
-            out["dice_auc"] = dice_auc(curve)
-    if "point" not in masks:
-        out.update({noc_key(thr): float("nan") for thr in cfg.noc_thresholds}, dice_auc=float("nan"))
-    return out
 
 
 def parse_model_args(items: list[str]) -> dict[str, str]:

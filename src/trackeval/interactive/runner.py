@@ -15,8 +15,8 @@ from pathlib import Path
 
 from pydantic import ConfigDict
 
+from trackeval.benchmarks.imis_config import IMISConfig
 from trackeval.config import EvalConfig, parse_config
-from trackeval.config.imis import IMISConfig
 from trackeval.errors import InputError, debug_from_env, report_failure
 from trackeval.interactive.logs import log_lines
 from trackeval.interactive.loop import interact_case, load_model, parse_model_args

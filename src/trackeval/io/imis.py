@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-from trackeval.config.imis import IMISConfig
+from trackeval.benchmarks.imis_config import IMISConfig
 from trackeval.errors import ConfigError, InputError
 from trackeval.io.files import read_bytes
 from trackeval.io.hashing import sha256_bytes, sha256_files, sha256_text
@@ -44,11 +44,11 @@ from trackeval.io.limits import check_voxels
 from trackeval.io.nifti import check_same_grid, read_bytes_digest, read_image, read_label_map
 from trackeval.io.paths import check_case_id, resolve_inside
 from trackeval.io.tables import read_csv_rows
+from trackeval.results import key_token
 
 DATASET_JSON = "dataset.json"
 MANIFEST = "manifest.csv"
 _SHAPE_IN_NAME = re.compile(r"\.\(\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*,\s*1\s*\)\.npz\Z")  # \Z: not before a "\n"
-_NOT_TOKEN = re.compile(r"[^a-z0-9]+")
 
 
 @dataclass(frozen=True)
@@ -71,12 +71,6 @@ class LoadedCase:
     image: np.ndarray
     masks: dict[str, np.ndarray]
     digest: str
-
-
-def key_token(name: str, fallback: str) -> str:
-    """A label or group name as a metric-key token: lowercase, runs of other characters -> ``_``."""
-    token = _NOT_TOKEN.sub("_", str(name).lower()).strip("_")
-    return token or fallback
 
 
 def load_cases(root: Path, cfg: IMISConfig) -> tuple[list[IMISCase], str]:
@@ -108,13 +102,14 @@ def _imis_cases(root: Path, cfg: IMISConfig) -> tuple[list[IMISCase], str]:
             raise InputError(f"label key {key!r} is not an integer", file=str(path), field="labels")
         if int(key) == 0:
             continue
-        token = key_token(name, f"label_{key}")
+        token = key_token(name, fallback=f"label_{key}")
         if token in targets:
             raise InputError(f"two labels are both named {token!r}", file=str(path), field="labels")
         targets[token] = int(key)
     modality = meta.get("modality", {})
-    default_modality = key_token(modality.get("0", "unknown") if isinstance(modality, dict) else modality, "unknown")
-    default_region = key_token(meta.get("region", "unknown"), "unknown")
+    modality = modality.get("0", "unknown") if isinstance(modality, dict) else modality
+    default_modality = key_token(modality, fallback="unknown")
+    default_region = key_token(meta.get("region", "unknown"), fallback="unknown")
     items = meta.get(cfg.split)
     if not isinstance(items, list) or not items:
         raise InputError(f"missing or empty {cfg.split!r} list (imis.split)", file=str(path), field=cfg.split)
@@ -141,8 +136,8 @@ def _imis_cases(root: Path, cfg: IMISConfig) -> tuple[list[IMISCase], str]:
                 case_id,
                 image,
                 label,
-                key_token(item.get("modality", default_modality), "unknown"),
-                key_token(item.get("region", default_region), "unknown"),
+                key_token(item.get("modality", default_modality), fallback="unknown"),
+                key_token(item.get("region", default_region), fallback="unknown"),
                 targets,
                 "imis",
             )
@@ -170,8 +165,8 @@ def _nifti_cases(root: Path, cfg: IMISConfig) -> tuple[list[IMISCase], str]:
                 case_id,
                 paths[0],
                 paths[1],
-                key_token(row["modality"], "unknown"),
-                key_token(row["region"], "unknown"),
+                key_token(row["modality"], fallback="unknown"),
+                key_token(row["region"], fallback="unknown"),
                 dict(cfg.labels),
                 "nifti",
             )

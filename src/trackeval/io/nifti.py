@@ -356,11 +356,9 @@ def _chunks(src: np.ndarray, dst: np.ndarray | None = None):
         yield flat[i : i + CHUNK_VOXELS], (None if out is None else out[i : i + CHUNK_VOXELS])
 
 
-def _as_integer_labels(data: np.ndarray, slope: float, inter: float, where: dict[str, str]) -> np.ndarray:
-    """The stored values, scaled, as non-negative integer labels in the smallest of uint8, uint16, int32, int64
-    that holds them (the stored array itself when it is unscaled and already such a type)."""
-    if data.dtype.kind not in "biuf":
-        raise InputError(f"unsupported voxel dtype {data.dtype}", field="datatype", **where)
+def _largest_label(data: np.ndarray, slope: float, inter: float, where: dict[str, str]) -> int:
+    """The largest scaled value (0 for an empty array), checking chunk by chunk that every scaled value is a
+    finite non-negative integer (an unscaled integer array is integral by type)."""
     scaled = (slope, inter) != (1.0, 0.0)
     exact = data.dtype.kind in "biu" and not scaled
     top = 0
@@ -374,6 +372,17 @@ def _as_integer_labels(data: np.ndarray, slope: float, inter: float, where: dict
         if values.size and values.min() < 0:
             raise InputError(f"negative label value {int(values.min())}", field="voxel values", **where)
         top = max(top, int(values.max()) if values.size else 0)
+    return top
+
+
+def _as_integer_labels(data: np.ndarray, slope: float, inter: float, where: dict[str, str]) -> np.ndarray:
+    """The stored values, scaled, as non-negative integer labels in the smallest of uint8, uint16, int32, int64
+    that holds them (the stored array itself when it is unscaled and already such a type)."""
+    if data.dtype.kind not in "biuf":
+        raise InputError(f"unsupported voxel dtype {data.dtype}", field="datatype", **where)
+    scaled = (slope, inter) != (1.0, 0.0)
+    exact = data.dtype.kind in "biu" and not scaled
+    top = _largest_label(data, slope, inter, where)
     if top > np.iinfo(np.int64).max:
         raise InputError(f"label value {top} is beyond the int64 range", field="voxel values", **where)
     target = next(np.dtype(t) for t in (np.uint8, np.uint16, np.int32, np.int64) if top <= np.iinfo(t).max)

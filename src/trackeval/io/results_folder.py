@@ -17,8 +17,9 @@ refuse valid checked-out results. Instead:
   links), so the previous complete set stays, or nothing;
 * reading: metrics.json and cases.parquet are pure functions of results.json, so results.json is itself the
   commit record of the set. :func:`read_results` verifies both against it (:mod:`trackeval.io.evidence`),
-  and recomputes the aggregates that the case records determine. A set mixed by a killed writer, a hand-edited
-  headline or a stale file is refused with an :class:`~trackeval.errors.InputError` naming the file and key.
+  and recomputes the aggregates that the case records determine (:mod:`trackeval.stats.verify`). A set mixed by
+  a killed writer, a hand-edited headline or a stale file is refused with an :class:`~trackeval.errors.InputError`
+  naming the file and key.
 
 Every file of a results folder is read with :func:`~trackeval.io.files.read_regular_file`: a symbolic link (to
 anything) is refused, never followed.
@@ -36,9 +37,11 @@ from pydantic import ValidationError
 
 from trackeval.errors import InputError, OutputError
 from trackeval.io.atomic import write_file_set
-from trackeval.io.evidence import verify_aggregates, verify_cases, verify_metrics
+from trackeval.io.evidence import verify_cases, verify_metrics
 from trackeval.io.files import read_regular_file
+from trackeval.registry import metric_info
 from trackeval.results import BenchmarkResult
+from trackeval.stats.verify import MetricLookup, verify_aggregates
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -130,9 +133,14 @@ class ResultsFiles:
     files: dict[str, bytes]
 
 
-def read_results_files(path: Path) -> ResultsFiles:
+def read_results_files(path: Path, *, declared: MetricLookup | None = metric_info) -> ResultsFiles:
     """Read and verify a results folder (all three files), or a lone results.json (``path`` ends in ``.json``:
     an artifact downloaded from MLflow), see the module docstring.
+
+    ``declared`` looks up the metrics' declared reductions (default: the registered units',
+    :func:`trackeval.registry.metric_info`): a headline must follow its unit's rule. For a unit not registered
+    here (a plug-in not installed), or with ``declared=None``, a headline may follow either mean rule
+    (:func:`trackeval.stats.verify.verify_aggregates`).
 
     Raises:
         InputError: naming the file (and the field or key): a missing member, a symbolic link or other
@@ -142,7 +150,7 @@ def read_results_files(path: Path) -> ResultsFiles:
     results_path = path if path.suffix == ".json" else path / RESULTS_JSON
     raw = read_regular_file(results_path)
     result = _validate(raw, results_path)
-    verify_aggregates(result, file=results_path)
+    verify_aggregates(result, file=results_path, declared=declared)
     files = {RESULTS_JSON: raw}
     if path.suffix != ".json":
         files[METRICS_JSON] = read_regular_file(path / METRICS_JSON)
@@ -157,9 +165,9 @@ def read_results_files(path: Path) -> ResultsFiles:
     return ResultsFiles(result, files)
 
 
-def read_results(path: Path) -> BenchmarkResult:
+def read_results(path: Path, *, declared: MetricLookup | None = metric_info) -> BenchmarkResult:
     """The verified result of a results folder or a lone results.json (:func:`read_results_files`)."""
-    return read_results_files(path).result
+    return read_results_files(path, declared=declared).result
 
 
 def _validate(raw: bytes, path: Path) -> BenchmarkResult:

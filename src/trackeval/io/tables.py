@@ -10,17 +10,8 @@ from trackeval.errors import InputError
 from trackeval.io.files import decode_text, read_bytes
 
 
-def read_csv_rows(path: Path, required: tuple[str, ...]) -> list[dict[str, str]]:
-    """Read a CSV file into ``{column: stripped value}`` rows.
-
-    The csv module parses the real text (``newline=""``), so a quoted field may hold a line break (``\n``,
-    ``\r\n``, U+2028...) and only an unquoted ``\n``, ``\r\n`` or ``\r`` ends a row. Line numbers are physical
-    lines of the file (the line a row starts on), counted from 1 for the header.
-
-    Raises :class:`InputError` naming the file (and line/column) for a missing or unreadable file, a
-    non-UTF-8 encoding, a missing required column, a ragged row, or a file without data rows.
-    """
-    text = decode_text(read_bytes(path), file=path)
+def _parse(text: str, path: Path) -> tuple[list[str], list[tuple[int, list[str]]]]:
+    """The stripped header and ``(line, fields)`` of each non-blank row; malformed CSV names its line."""
     reader = csv.reader(io.StringIO(text, newline=""), strict=True)
     try:
         header = [h.strip() for h in next(reader, [])]
@@ -34,6 +25,20 @@ def read_csv_rows(path: Path, required: tuple[str, ...]) -> list[dict[str, str]]
         raise InputError(
             f"malformed CSV on line {reader.line_num}: {exc}", file=str(path), field=f"line {reader.line_num}"
         ) from exc
+    return header, rows
+
+
+def read_csv_rows(path: Path, required: tuple[str, ...]) -> list[dict[str, str]]:
+    """Read a CSV file into ``{column: stripped value}`` rows.
+
+    The csv module parses the real text (``newline=""``), so a quoted field may hold a line break (``\n``,
+    ``\r\n``, U+2028...) and only an unquoted ``\n``, ``\r\n`` or ``\r`` ends a row. Line numbers are physical
+    lines of the file (the line a row starts on), counted from 1 for the header.
+
+    Raises :class:`InputError` naming the file (and line/column) for a missing or unreadable file, a
+    non-UTF-8 encoding, a missing required column, a ragged row, or a file without data rows.
+    """
+    header, rows = _parse(decode_text(read_bytes(path), file=path), path)
     if not header or not any(header):
         raise InputError("empty file: no header row", file=str(path))
     missing = [c for c in required if c not in header]

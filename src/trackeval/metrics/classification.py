@@ -352,14 +352,34 @@ def expected_calibration_error(y: np.ndarray, probs: np.ndarray, n_bins: int = E
         >>> round(expected_calibration_error([0, 1, 1, 0], [0.2, 0.7, 0.9, 0.4], n_bins=2), 4)
         0.25
     """
+    count, predicted, observed = calibration_bins(y, probs, n_bins)
+    if not count.any():
+        return math.nan
+    return float(np.abs(observed - predicted).sum() / count.sum())
+
+
+def calibration_bins(y: np.ndarray, probs: np.ndarray, n_bins: int = ECE_BINS) -> tuple[np.ndarray, ...]:
+    """Per bin of :func:`expected_calibration_error`'s binning: ``(count, sum of probabilities, number of
+    positives)``, three ``(n_bins,)`` arrays (``count`` int64, the sums float64; zeros for an empty bin).
+
+    The reliability diagram's points are ``sum / count`` of the non-empty bins; ECE is
+    ``sum_b |positives_b - probabilities_b| / N``.
+
+    Raises:
+        ValueError: probabilities outside [0, 1], or ``n_bins < 1``.
+
+    >>> count, p_sum, pos = calibration_bins([0, 1, 1, 0], [0.2, 0.7, 0.9, 0.4], n_bins=2)
+    >>> count.tolist(), p_sum.round(2).tolist(), pos.tolist()
+    ([2, 2], [0.6, 1.6], [0.0, 2.0])
+    """
     pos, p = _check(y, probs)
     idx = _ece_bin_index(p, n_bins)
-    if p.size == 0:
-        return math.nan
-    gap = np.bincount(idx, weights=pos.astype(np.float64), minlength=n_bins) - np.bincount(
-        idx, weights=p, minlength=n_bins
+    count = np.bincount(idx, minlength=n_bins)
+    return (
+        count,
+        np.bincount(idx, weights=p, minlength=n_bins),
+        np.bincount(idx, weights=pos.astype(np.float64), minlength=n_bins),
     )
-    return float(np.abs(gap).sum() / p.size)
 
 
 def _ece_bin_index(p: np.ndarray, n_bins: int) -> np.ndarray:

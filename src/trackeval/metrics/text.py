@@ -48,6 +48,32 @@ def tokenize(text: str) -> list[str]:
     return _PUNCT.sub("", text.lower()).split()
 
 
+def _gram_ids(
+    tok: np.ndarray, seq_of: np.ndarray, remaining: np.ndarray, v: int, n: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every 1..n-gram occurrence as ``(sequence, gram id)``, and the order of each gram id.
+
+    ``tok``: token ids (``< v``) of all sequences back to back; ``seq_of``: the sequence of each token;
+    ``remaining``: tokens from each position to its sequence's end. Ids are dense and unique across orders
+    (the unigrams first: ids ``0..v-1``)."""
+    code = tok.copy()
+    n_grams = 0
+    keys, orders = [], []
+    for k in range(1, n + 1):
+        at = np.flatnonzero(remaining >= k)
+        if k > 1:  # (k-1)-gram id at i, then the token at i + k - 1: a unique pair -> a dense k-gram id
+            uniq, inv = np.unique(code[at] * v + tok[at + k - 1], return_inverse=True)
+            code[at] = inv
+        else:
+            uniq = np.arange(v)
+        keys.append((seq_of[at], code[at] + n_grams))
+        orders.append(np.full(uniq.size, k, dtype=np.int8))
+        n_grams += uniq.size
+    seq = np.concatenate([s for s, _ in keys]) if keys else np.zeros(0, np.int64)
+    gram = np.concatenate([g for _, g in keys]) if keys else np.zeros(0, np.int64)
+    return seq, gram, np.concatenate(orders) if orders else np.zeros(0, np.int8)
+
+
 class NgramCorpus:
     """Integer-coded n-gram counts of hypotheses and their references (shared by BLEU and CIDEr).
 
@@ -76,24 +102,8 @@ class NgramCorpus:
         seq_of = np.repeat(np.arange(len(seqs)), self.lengths)
         offsets = np.r_[0, np.cumsum(self.lengths)[:-1]]
         remaining = self.lengths[seq_of] - (np.arange(tok.size) - offsets[seq_of])  # tokens from here to the end
-        v = max(len(vocab), 1)
-        code = tok.copy()
-        n_grams = 0
-        keys, orders = [], []
-        for k in range(1, n + 1):
-            at = np.flatnonzero(remaining >= k)
-            if k > 1:  # (k-1)-gram id at i, then the token at i + k - 1: a unique pair -> a dense k-gram id
-                uniq, inv = np.unique(code[at] * v + tok[at + k - 1], return_inverse=True)
-                code[at] = inv
-            else:
-                uniq = np.arange(v)
-            keys.append((seq_of[at], code[at] + n_grams))
-            orders.append(np.full(uniq.size, k, dtype=np.int8))
-            n_grams += uniq.size
-        self.n_grams = n_grams
-        self.gram_order = np.concatenate(orders) if orders else np.zeros(0, np.int8)
-        seq = np.concatenate([s for s, _ in keys]) if keys else np.zeros(0, np.int64)
-        gram = np.concatenate([g for _, g in keys]) if keys else np.zeros(0, np.int64)
+        seq, gram, self.gram_order = _gram_ids(tok, seq_of, remaining, max(len(vocab), 1), n)
+        n_grams = self.n_grams = self.gram_order.size
         uk, counts = np.unique(seq * max(n_grams, 1) + gram, return_counts=True)
         self.entry_seq = uk // max(n_grams, 1)
         self.entry_gram = uk % max(n_grams, 1)

@@ -2,7 +2,7 @@
 
 A version (``pipeline.versions.<v>``) is a UMD 3D U-Net (:mod:`trackeval.demo.segmodel`; its predictions feed
 UMD on CT and PET and, projected to 2D, the X-ray ``seg`` task), an interactive model for IMIS (the classical
-region grower or the click U-Net of :mod:`trackeval.interactive.baselines`, run through the reference runner
+region grower or the click U-Net of :mod:`trackeval.demo.baselines`, run through the reference runner
 into an offline log), and two documented baselines where no trainable model fits the demo data: 3D-MIR
 rankings (:mod:`trackeval.demo.mir3d_baselines`; no CT volumes ship) and X-ray classification scores
 (:func:`simulated_scores`; the NIH table has labels but no images in any registry package).
@@ -20,8 +20,8 @@ from PIL import Image
 
 from trackeval.config import EvalConfig
 from trackeval.demo import segmodel
+from trackeval.demo.baselines import train_click_unet
 from trackeval.demo.mir3d_baselines import write_baseline
-from trackeval.interactive.baselines import train_click_unet
 from trackeval.interactive.runner import write_log
 from trackeval.pipeline.params import VersionSpec
 from trackeval.pipeline.prepare import project_labels
@@ -99,7 +99,7 @@ def predict(version: VersionSpec, cfg: EvalConfig, data: Path, prepared: Path, m
     m = version.mir3d
     write_baseline(m.baseline, out / "mir3d" / "rankings.csv", gt_dir=data / "mir3d", seed=m.seed)
     if version.imis.model == "click_unet":
-        spec, kwargs = "trackeval.interactive.baselines:click_unet", {"weights": str(models / IMIS_WEIGHTS)}
+        spec, kwargs = "trackeval.demo.baselines:click_unet", {"weights": str(models / IMIS_WEIGHTS)}
     else:
-        spec, kwargs = "trackeval.interactive.baselines:region_grower", {}
+        spec, kwargs = "trackeval.demo.baselines:region_grower", {}
     write_log(data / "imis", spec, out / "imis", cfg.imis, kwargs)

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from trackeval.benchmarks.discovery import unit
 from trackeval.config import EvalConfig
 from trackeval.errors import ConfigError, InputError
+from trackeval.registry import unit
 
 if TYPE_CHECKING:  # params imports the network spec (torch); the CLI parser must stay light
     from trackeval.pipeline.params import Evaluation, PipelineParams
@@ -115,7 +115,7 @@ def write_plots(out: Path, result: BenchmarkResult) -> None:
     """The DVC plots of an evaluation folder ``out``: the first declared plot as ``plot.csv`` and every declared
     plot in ``plots/`` (rows computed once each). In ``plots/``, curves pooled over items (PR, reliability) keep
     only the pooled curve, one line per file and version."""
-    from trackeval.report.plots import POOLED, plot_rows
+    from trackeval.plotdata import POOLED, plot_rows
 
     folder = out / PLOTS_DIR
     folder.mkdir(parents=True, exist_ok=True)
@@ -148,7 +148,8 @@ def register_version(cfg: EvalConfig, name: str, version: str, model_dir: Path) 
     ``name`` tagged ``trackeval.model_version=<version>``; once per version (an existing one is returned as is).
     Returns the registry version number."""
     from trackeval.tracking.client import Mlflow
-    from trackeval.tracking.model_registry import create_version, find_version, logged_model
+    from trackeval.tracking.logged_models import logged_model
+    from trackeval.tracking.registry import create_version, find_version
     from trackeval.tracking.tags import TAG
 
     ml = Mlflow(cfg.tracking)
@@ -189,13 +190,13 @@ def track(layout: Layout, cfg: EvalConfig, params: PipelineParams) -> dict[str, 
 def gate(layout: Layout, cfg: EvalConfig, params: PipelineParams) -> dict[str, object]:
     """The promotion gate of the demo, reconciled with the registry on every run (the stage is
     ``always_changed``): the first version is gated against the floors, each later one against the champion so
-    far, and the registry's aliases are set to that outcome (:func:`~trackeval.tracking.model_registry.reconcile`),
+    far, and the registry's aliases are set to that outcome (:func:`~trackeval.tracking.promotion.reconcile`),
     so the registry, ``verdict.json`` (``{version: {verdict, reasons, decision_run}, "champion"}``) and what is
     printed never disagree, even after a revert. A failed gate is a result, not an error."""
     from trackeval.api import gate_policies
     from trackeval.report.comparison import print_decision
     from trackeval.tracking.client import Mlflow
-    from trackeval.tracking.model_registry import reconcile
+    from trackeval.tracking.promotion import reconcile
 
     ml = Mlflow(cfg.tracking)
     name = params.model_name
@@ -221,7 +222,7 @@ def registry_problems(cfg: EvalConfig, params: PipelineParams) -> list[str]:
     """``trackeval verify`` for the pipeline's model: one line per alias that does not rest on evidence that passed
     the gate ([] when all do, or when the model is not registered yet)."""
     from trackeval.tracking.client import Mlflow
-    from trackeval.tracking.model_registry import verify_aliases
+    from trackeval.tracking.verification import verify_aliases
 
     try:
         statuses = verify_aliases(Mlflow(cfg.tracking), params.model_name)
@@ -234,7 +235,7 @@ def registry_verdict(cfg: EvalConfig, params: PipelineParams) -> tuple[dict[str,
     """What the MLflow registry says now: ``{version: (gate verdict, reason)}`` (the version's
     ``trackeval.gate.*`` tags) and the ``@champion``'s version."""
     from trackeval.tracking.client import Mlflow
-    from trackeval.tracking.model_registry import find_version, resolve_version
+    from trackeval.tracking.registry import find_version, resolve_version
     from trackeval.tracking.tags import TAG, VERSION_TAG
 
     ml = Mlflow(cfg.tracking)

@@ -46,7 +46,7 @@ def print_comparisons(comparisons: list[BenchmarkComparison], console: Console |
     for comp in comparisons:
         if comp.problems:
             problems = "; ".join(comp.problems)
-            console.print(f"[red]{escape_terminal(comp.benchmark)}: cannot pair[/] {escape_terminal(problems)}")
+            console.print(f"[red]{escape_terminal(comp.unit)}: cannot pair[/] {escape_terminal(problems)}")
             continue
         a, b = escape_terminal(comp.candidate_label), escape_terminal(comp.baseline_label)
         table = Table(title=f"{escape_terminal(comp.metric)}: A={a} vs B={b}, {comp.n_cases} cases")
@@ -116,8 +116,7 @@ def decision_markdown(decision: Decision, baseline: str = "champion") -> str:
         "| --- | --- | --- | --- |",
     ]
     lines += [
-        f"| {md(c.name)} | {md(c.benchmark)} | {'yes' if c.passed else 'NO'} | {md(c.detail)} |"
-        for c in decision.checks
+        f"| {md(c.name)} | {md(c.unit)} | {'yes' if c.passed else 'NO'} | {md(c.detail)} |" for c in decision.checks
     ]
     lines += [f"\nNote: {md(n)}" for n in decision.notes]
     if decision.group_tests:
@@ -141,7 +140,7 @@ def print_decision(decision: Decision, console: Console | None = None, missing: 
     print_comparisons(decision.comparisons, console)
     for c in decision.checks:
         mark = "[green]pass[/]" if c.passed else "[red]FAIL[/]"
-        what = escape_terminal(f"{c.benchmark} {c.name}: {c.detail}")
+        what = escape_terminal(f"{c.unit} {c.name}: {c.detail}")
         console.print(f"{mark} {what}", highlight=False)
     print_missing(missing, console)
     for note in decision.notes:

@@ -33,6 +33,20 @@ def _fmt(s: MetricSummary | None) -> str:
     return "-" if s is None else format_estimate(s.value, s.ci95_low, s.ci95_high)
 
 
+def _summary_table(result: BenchmarkResult, metrics: tuple[str, ...]) -> Table:
+    """Headline row, then one row per item of the first metric's ``/by_<item_kind>/`` breakdown."""
+    agg, b, kind = result.aggregates, result.unit, result.item_kind
+    table = Table(title=f"{escape_terminal(b)}: {result.data.n_cases} cases (mean [95% CI])")
+    table.add_column(escape_terminal(kind))
+    for m in metrics:
+        table.add_column(escape_terminal(m), justify="right")
+    table.add_row("[bold]mean", *(_fmt(agg.get(f"{b}/{m}")) for m in metrics))
+    items = [k.rsplit("/", 1)[1] for k in agg if k.startswith(f"{b}/{metrics[0]}/by_{kind}/")]
+    for item in items:
+        table.add_row(escape_terminal(item), *(_fmt(agg.get(f"{b}/{m}/by_{kind}/{item}")) for m in metrics))
+    return table
+
+
 def print_summary(result: BenchmarkResult, metrics: tuple[str, ...], console: Console | None = None) -> None:
     """Print ``<unit>/<metric>`` headlines and their ``/by_<item_kind>/<item>`` breakdown.
 
@@ -44,17 +58,7 @@ def print_summary(result: BenchmarkResult, metrics: tuple[str, ...], console: Co
         if not console.is_terminal:  # logs and CI: do not wrap "value [low, high]" cells at 80 columns
             console.width = 132
     agg = result.aggregates
-    b, kind = result.unit, result.item_kind
-    metrics = tuple(m for m in metrics if f"{b}/{m}" in agg) or metrics
-    table = Table(title=f"{escape_terminal(b)}: {result.data.n_cases} cases (mean [95% CI])")
-    table.add_column(escape_terminal(kind))
-    for m in metrics:
-        table.add_column(escape_terminal(m), justify="right")
-    table.add_row("[bold]mean", *(_fmt(agg.get(f"{b}/{m}")) for m in metrics))
-    items = [k.rsplit("/", 1)[1] for k in agg if k.startswith(f"{b}/{metrics[0]}/by_{kind}/")]
-    for item in items:
-        table.add_row(escape_terminal(item), *(_fmt(agg.get(f"{b}/{m}/by_{kind}/{item}")) for m in metrics))
-    console.print(table)
+    console.print(_summary_table(result, tuple(m for m in metrics if f"{result.unit}/{m}" in agg) or metrics))
     gaps = {k: v for k, v in agg.items() if k.count("/") == 2 and "_gap/" in k}
     for key, s in sorted(gaps.items()):
         console.print(f"{escape_terminal(key)}: {_fmt(s)} (paired, {s.n} subjects)")

@@ -28,90 +28,20 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
-from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
+from trackeval import plotdata as rows_of  # noqa: E402
 from trackeval.io.escape import escape_mathtext  # noqa: E402
-from trackeval.report import plots as rows_of  # noqa: E402
+from trackeval.report.curves import VERSION_COLOURS, draw_curves  # noqa: E402
+from trackeval.report.labels import default_title, dimension_label, metric_label, version_label  # noqa: E402
 from trackeval.results import BenchmarkResult, MetricSummary, PlotSpec  # noqa: E402
 
 _CHILD = re.compile(r"^(?P<parent>.+)/by_(?P<dim>[a-z0-9_]+)/(?P<value>[a-z0-9_]+)$")
 
-#: one colour per version (A, B) in overlays and single-series plots
-VERSION_COLOURS = ("#4c72b0", "#dd8452")
 #: one line style per version in overlays of multi-line plots
 VERSION_STYLES = ("-", "--")
 DPI = 100
-
-_METRIC_NAMES = {
-    "dsc": "Dice",
-    "dice": "Dice",
-    "nsd": "NSD",
-    "hd95": "HD95 (mm)",
-    "hd": "HD (mm)",
-    "assd": "ASSD (mm)",
-    "iou": "IoU",
-    "miou": "mIoU",
-    "auroc": "AUROC",
-    "ece": "ECE",
-    "ap": "average precision",
-    "sens_at_sens95": "sensitivity at the 95%-sensitivity threshold",
-    "spec_at_sens95": "specificity at 95% sensitivity",
-    "ppv_at_sens95": "PPV at 95% sensitivity",
-    "threshold_at_sens95": "threshold at 95% sensitivity",
-    "dice_auc": "Dice AUC over clicks",
-    "map_50": "mAP@50",
-    "rouge_l": "ROUGE-L",
-    "cider": "CIDEr-D",
-    "accuracy": "accuracy",
-}
-_PATTERNS = (
-    (re.compile(r"^p_at_(\w+)$"), "P@{}"),
-    (re.compile(r"^ap_at_(\w+)$"), "AP@{}"),
-    (re.compile(r"^noc_(\d+)$"), "NoC@{} (clicks)"),
-    (re.compile(r"^bleu_(\d+)$"), "BLEU-{}"),
-)
-_QUALIFIERS = {"flag": "cancer-flag relevance", "group": "lesion-group relevance", "mask_level": "mask level"}
-_DIMENSIONS = {"click": "clicks", "k": "k (top-k retrieved)", "prompt": "initial prompt type"}
-
-
-def metric_label(metric: str) -> str:
-    """A readable axis label of a metric path relative to the unit: ``dsc`` -> ``Dice``, ``hd95`` ->
-    ``HD95 (mm)``, ``group/p_at_10`` -> ``P@10 (lesion-group relevance)``, ``dsc_gap/ct_vs_pet`` ->
-    ``Dice gap CT − PET (paired)``."""
-    tokens = metric.split("/")
-    if len(tokens) == 2 and tokens[0].endswith("_gap") and "_vs_" in tokens[1]:
-        a, b = tokens[1].split("_vs_", 1)
-        return f"{metric_label(tokens[0][:-4])} gap {a.upper()} − {b.upper()} (paired)"
-    last = tokens[-1]
-    name = _METRIC_NAMES.get(last)
-    if name is None:
-        for pattern, fmt in _PATTERNS:
-            if m := pattern.match(last):
-                name = fmt.format(m[1])
-                break
-    name = name or last.replace("_", " ")
-    qualifiers = [_QUALIFIERS.get(t, t.replace("_", " ")) for t in tokens[:-1]]
-    return f"{name} ({', '.join(qualifiers)})" if qualifiers else name
-
-
-def dimension_label(dimension: str) -> str:
-    """``click`` -> ``clicks``, ``k`` -> ``k (top-k retrieved)``, others with spaces for underscores."""
-    return _DIMENSIONS.get(dimension, dimension.replace("_", " "))
-
-
-def version_label(result: BenchmarkResult) -> str:
-    """``name/version`` of the evaluated model (either part may be absent), or ``unnamed model``.
-
-    A label starting with ``_`` gets a leading zero-width space: matplotlib silently drops legend entries whose
-    label starts with an underscore (a model named ``_model`` would vanish from every legend).
-
-    >>> version_label(BenchmarkResult.model_construct(model={"name": "_m", "version": "1"}))
-    '\u200b_m/1'
-    """
-    label = "/".join(v for v in (result.model.get("name"), result.model.get("version")) if v) or "unnamed model"
-    return "\u200b" + label if label.startswith("_") else label
 
 
 def breakdowns(result: BenchmarkResult) -> dict[tuple[str, str], dict[str, MetricSummary]]:
@@ -122,20 +52,6 @@ def breakdowns(result: BenchmarkResult) -> dict[tuple[str, str], dict[str, Metri
         if m and "/by_" not in m["parent"] and s.value is not None:
             out.setdefault((m["parent"], m["dim"]), {})[m["value"]] = s
     return out
-
-
-def default_title(plot: PlotSpec) -> str:
-    """The title of a plot that declares none."""
-    label, dim = metric_label(plot.metric), dimension_label(plot.dimension)
-    return {
-        "bar": f"{label} by {dim}",
-        "line": f"{label} vs {dim}" + (f" per {dimension_label(plot.series)}" if plot.series else ""),
-        "roc": f"ROC per {dim}",
-        "pr": f"Precision-recall per {dim}",
-        "reliability": f"Reliability diagram per {dim}",
-        "box": f"Per-case {label} by {dim}",
-        "curve_k": f"{label} by {dim}",
-    }[plot.kind]
 
 
 def figure_name(unit: str, plot: PlotSpec) -> str:
@@ -192,6 +108,23 @@ def _ci(rows: list[dict[str, object]]) -> tuple[list[float], list[float], list[f
     return est, lo, hi
 
 
+def _whiskers(est: list[float], lo: list[float], hi: list[float]) -> list[list[float]]:
+    """Error-bar lengths below and above each estimate, clipped at 0 (a result written by an older trackeval
+    may hold a bound rounded past its estimate)."""
+    return [
+        [max(0.0, e - lo_) for e, lo_ in zip(est, lo, strict=True)],
+        [max(0.0, h - e) for e, h in zip(est, hi, strict=True)],
+    ]
+
+
+def _group_ticks(groups: list[str], counts: dict[str, int | None] | None) -> list[str]:
+    """Tick labels of groups (data: escaped for mathtext), with ``(n=...)`` under each when ``counts`` is given
+    (one version)."""
+    if counts is None:
+        return [escape_mathtext(g) for g in groups]
+    return [f"{escape_mathtext(g)}\n(n={counts[g]})" for g in groups]
+
+
 def _draw_bar(ax: Axes, plot: PlotSpec, runs: Runs) -> bool:
     head = [f"{r.unit}/{plot.metric}" for _, r in runs]
     per_run = [
@@ -205,24 +138,17 @@ def _draw_bar(ax: Axes, plot: PlotSpec, runs: Runs) -> bool:
     for i, ((label, _), rows) in enumerate(zip(runs, per_run, strict=True)):
         xs = [j + (i - (len(runs) - 1) / 2) * width for j, n in enumerate(names) if n in rows]
         est, lo, hi = _ci([rows[n] for n in names if n in rows])
-        # clipped at 0: a result written by an older trackeval may hold a bound rounded past its estimate
-        err = [
-            [max(0.0, e - lo_) for e, lo_ in zip(est, lo, strict=True)],
-            [max(0.0, h - e) for e, h in zip(est, hi, strict=True)],
-        ]
         ax.bar(
-            xs, est, width=width * 0.95, yerr=err, capsize=2, color=VERSION_COLOURS[i], ecolor="#222222", label=label
-        )
+            xs, est, width=width * 0.95, yerr=_whiskers(est, lo, hi), capsize=2, color=VERSION_COLOURS[i],
+            ecolor="#222222", label=label,
+        )  # fmt: skip
+    counts = None
     if len(runs) == 1:
-        result = runs[0][1]
-        n_valid = {n: result.aggregates[f"{head[0]}/by_{plot.dimension}/{n}"].n_valid for n in names}
-        ticks = [f"{escape_mathtext(n)}\n(n={n_valid[n]})" for n in names]
-    else:
-        ticks = [escape_mathtext(n) for n in names]
-    _ticks(ax, ticks)
+        counts = {n: runs[0][1].aggregates[f"{head[0]}/by_{plot.dimension}/{n}"].n_valid for n in names}
+    _ticks(ax, _group_ticks(names, counts))
     ax.axhline(0.0, color="#888888", linewidth=0.6)
-    ax.set_xlabel(dimension_label(plot.dimension))
-    ax.set_ylabel(f"{metric_label(plot.metric)}, 95% CI")
+    ax.set_xlabel(dimension_label(runs[0][1].unit, plot.dimension))
+    ax.set_ylabel(f"{metric_label(runs[0][1].unit, plot.metric)}, 95% CI")
     _legend(ax)
     return True
 
@@ -242,8 +168,8 @@ def _draw_line(ax: Axes, plot: PlotSpec, runs: Runs) -> bool:
         drawn = True
     if drawn:
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.set_xlabel(dimension_label(plot.dimension))
-        ax.set_ylabel(f"{metric_label(plot.metric)}, mean and 95% CI")
+        ax.set_xlabel(dimension_label(runs[0][1].unit, plot.dimension))
+        ax.set_ylabel(f"{metric_label(runs[0][1].unit, plot.metric)}, mean and 95% CI")
         _legend(ax)
     return drawn
 
@@ -265,117 +191,34 @@ def _draw_series(ax: Axes, plot: PlotSpec, runs: Runs) -> bool:
             ax.plot(x, est, marker="o", markersize=3, color=colour[s], linestyle=VERSION_STYLES[i], label=name)
             ax.fill_between(x, lo, hi, color=colour[s], alpha=0.15, linewidth=0)  # type: ignore[arg-type]
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_xlabel(dimension_label(plot.dimension))
-    ax.set_ylabel(f"{metric_label(plot.metric)}, mean and 95% CI")
-    _legend(ax, title=dimension_label(plot.series) + (f" ({runs[0][0]})" if len(runs) == 1 else ""))
+    ax.set_xlabel(dimension_label(runs[0][1].unit, plot.dimension))
+    ax.set_ylabel(f"{metric_label(runs[0][1].unit, plot.metric)}, mean and 95% CI")
+    _legend(ax, title=dimension_label(runs[0][1].unit, plot.series) + (f" ({runs[0][0]})" if len(runs) == 1 else ""))
     return True
-
-
-def _auc(x: list[float], y: list[float]) -> float:
-    from sklearn.metrics import auc
-
-    return float(auc(x, y))
-
-
-def _ap(recall: list[float], precision: list[float]) -> float:
-    """Average precision of a ``precision_recall_curve`` (sklearn's step sum, recall decreasing)."""
-    return float(-np.sum(np.diff(recall) * np.array(precision)[:-1]))
-
-
-def _ece(rows: list[dict[str, object]]) -> float:
-    """ECE from reliability rows: ``sum n_b / N * |observed - predicted|``."""
-    n = np.array([_num(r["n"]) for r in rows])
-    gap = np.array([abs(_num(r["observed_frequency"]) - _num(r["mean_predicted"])) for r in rows])
-    return float((n * gap).sum() / n.sum())
-
-
-_CURVES: dict[str, tuple[str, str, str, str, str]] = {
-    # kind: (x column, y column, x label, y label, summary name)
-    "roc": ("fpr", "tpr", "false positive rate (1 − specificity)", "true positive rate (sensitivity)", "AUROC"),
-    "pr": ("recall", "precision", "recall (sensitivity)", "precision (PPV)", "AP"),
-    "reliability": (
-        "mean_predicted",
-        "observed_frequency",
-        "mean predicted probability",
-        "observed frequency of positives",
-        "ECE",
-    ),
-}
-
-
-def _curve_rows(result: BenchmarkResult, plot: PlotSpec) -> list[dict[str, object]]:
-    if plot.kind == "roc":
-        return rows_of.roc_curve_rows(result, plot.dimension)
-    if plot.kind == "pr":
-        return rows_of.pr_rows(result, plot.dimension)
-    return rows_of.reliability_rows(result, plot.dimension)
 
 
 def _draw_curves(ax: Axes, plot: PlotSpec, runs: Runs) -> bool:
-    """ROC, precision-recall or reliability curves: one per item (thin) and pooled (bold), per version."""
-    xcol, ycol, xlabel, ylabel, stat = _CURVES[plot.kind]
-    dim = plot.dimension
-    per_run = [_curve_rows(result, plot) for _, result in runs]
-    items = sorted({str(r[dim]) for rows in per_run for r in rows} - {rows_of.POOLED})
-    if not any(per_run):
+    handles = draw_curves(ax, plot, runs, _colours)
+    if handles is None:
         return False
-    colour = dict(zip(items, _colours(len(items)), strict=True))
-    single = len(runs) == 1
-    handles: list = []
-    marked = False
-    for i, ((label, result), rows) in enumerate(zip(runs, per_run, strict=True)):
-        for item in [*items, rows_of.POOLED]:
-            sub = [r for r in rows if r[dim] == item]
-            if not sub:
-                continue
-            x = [float(r[xcol]) for r in sub]  # type: ignore[arg-type]
-            y = [float(r[ycol]) for r in sub]  # type: ignore[arg-type]
-            value = _auc(x, y) if plot.kind == "roc" else _ap(x, y) if plot.kind == "pr" else _ece(sub)
-            pooled = item == rows_of.POOLED
-            marker = "o" if plot.kind == "reliability" else None
-            style = {"drawstyle": "steps-post"} if plot.kind == "pr" else {}  # sklearn's PR display
-            if single:
-                c, lw, name = ("#000000", 2.0, "pooled") if pooled else (colour[item], 1.0, escape_mathtext(item))
-                line = ax.plot(
-                    x, y, color=c, linewidth=lw, marker=marker, markersize=3, label=f"{name} ({stat} {value:.3f})",
-                    **style,
-                )  # fmt: skip
-            else:
-                lw, alpha = (2.0, 1.0) if pooled else (0.8, 0.4)
-                name = f"{label}: pooled ({stat} {value:.3f})" if pooled else f"_{label}: {item} ({stat} {value:.3f})"
-                line = ax.plot(
-                    x, y, color=VERSION_COLOURS[i], linewidth=lw, alpha=alpha, marker=marker, markersize=2,
-                    label=name, **style,
-                )  # fmt: skip
-            if pooled or single:
-                handles.append(line[0])
-        if plot.kind in ("roc", "pr"):
-            points = rows_of.operating_point_rows(result, dim)
-            px = [p["fpr"] if plot.kind == "roc" else p["tpr"] for p in points]
-            py = [p["tpr"] if plot.kind == "roc" else p["precision"] for p in points]
-            ok = [(a, b, p) for a, b, p in zip(px, py, points, strict=True) if a is not None and b is not None]
-            if ok:
-                face = [colour[str(p[dim])] for _, _, p in ok] if single else VERSION_COLOURS[i]
-                ax.scatter(
-                    [a for a, _, _ in ok], [b for _, b, _ in ok], s=22, c=face, edgecolors="#000000", linewidths=0.6,
-                    zorder=3, label=f"_{label}: operating points",
-                )  # fmt: skip
-                marked = True
-    if marked:
-        handles.append(
-            Line2D([], [], linestyle="", marker="o", markerfacecolor="#ffffff", markeredgecolor="#000000",
-                   label="operating point (95% sensitivity threshold)")
-        )  # fmt: skip
-    if plot.kind in ("roc", "reliability"):
-        name = "chance" if plot.kind == "roc" else "perfect calibration"
-        handles += ax.plot([0, 1], [0, 1], color="#888888", linewidth=0.7, linestyle="--", label=name)
-    ax.set_xlim(-0.01, 1.01)
-    ax.set_ylim(-0.01, 1.01)
-    ax.set_aspect("equal")
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    _legend(ax, title=runs[0][0] if single else "version", outside=True, handles=handles)
+    _legend(ax, title=runs[0][0] if len(runs) == 1 else "version", outside=True, handles=handles)
     return True
+
+
+def _box_version(
+    ax: Axes, data: dict[str, list[float]], at: list[tuple[float, str]], style: tuple[int, str, float], rng
+) -> None:
+    """One version's boxes and jittered points: ``at`` holds ``(x position, group)``, ``style`` ``(version
+    index, legend label, group width)``."""
+    i, label, width = style
+    ax.boxplot(
+        [data[g] for _, g in at], positions=[p for p, _ in at], widths=width * 0.85, showfliers=False,
+        patch_artist=True, boxprops={"facecolor": VERSION_COLOURS[i], "alpha": 0.35},
+        medianprops={"color": VERSION_COLOURS[i]}, manage_ticks=False,
+    )  # fmt: skip
+    for p, g in at:
+        jitter = rng.uniform(-width * 0.3, width * 0.3, len(data[g]))
+        ax.scatter(p + jitter, data[g], s=7, color=VERSION_COLOURS[i], alpha=0.8, zorder=3, label=f"_{label}")
 
 
 def _draw_box(ax: Axes, plot: PlotSpec, runs: Runs) -> bool:
@@ -384,33 +227,39 @@ def _draw_box(ax: Axes, plot: PlotSpec, runs: Runs) -> bool:
     groups = sorted({str(r[dim]) for rows in per_run for r in rows})
     if not groups:
         return False
-    shown = {g: escape_mathtext(g) for g in groups}  # case-group values of a manifest: data
     rng = np.random.default_rng(0)  # jitter of the points: fixed, so a figure is reproducible
     width = 0.7 / len(runs)
     handles = []
     for i, ((label, _), rows) in enumerate(zip(runs, per_run, strict=True)):
         data = {g: [float(r["value"]) for r in rows if r[dim] == g] for g in groups}  # type: ignore[arg-type]
-        present = [g for g in groups if data[g]]
-        pos = [groups.index(g) + (i - (len(runs) - 1) / 2) * width for g in present]
-        ax.boxplot(
-            [data[g] for g in present], positions=pos, widths=width * 0.85, showfliers=False, patch_artist=True,
-            boxprops={"facecolor": VERSION_COLOURS[i], "alpha": 0.35}, medianprops={"color": VERSION_COLOURS[i]},
-            manage_ticks=False,
-        )  # fmt: skip
-        for p, g in zip(pos, present, strict=True):
-            jitter = rng.uniform(-width * 0.3, width * 0.3, len(data[g]))
-            ax.scatter(p + jitter, data[g], s=7, color=VERSION_COLOURS[i], alpha=0.8, zorder=3, label=f"_{label}")
+        offset = (i - (len(runs) - 1) / 2) * width
+        _box_version(ax, data, [(groups.index(g) + offset, g) for g in groups if data[g]], (i, label, width), rng)
         handles.append(Patch(facecolor=VERSION_COLOURS[i], alpha=0.6, label=label))
-    if len(runs) == 1:
-        counts = {g: sum(r[dim] == g for r in per_run[0]) for g in groups}
-        ticks = [f"{shown[g]}\n(n={counts[g]})" for g in groups]
-    else:
-        ticks = [shown[g] for g in groups]
-    _ticks(ax, ticks)
-    ax.set_xlabel(dimension_label(dim))
-    ax.set_ylabel(f"{metric_label(plot.case_metric or plot.metric)} per case")
+    counts = {g: sum(r[dim] == g for r in per_run[0]) for g in groups} if len(runs) == 1 else None
+    _ticks(ax, _group_ticks(groups, counts))  # case-group values of a manifest: data
+    ax.set_xlabel(dimension_label(runs[0][1].unit, dim))
+    ax.set_ylabel(f"{metric_label(runs[0][1].unit, plot.case_metric or plot.metric)} per case")
     _legend(ax, handles=handles)
     return True
+
+
+def _group_lines(
+    ax: Axes, groups: list[tuple[str, list[dict[str, object]]]], colour: dict[str, str], style: tuple[int, str]
+) -> set[int]:
+    """One line with a CI band per group of ``(group, rows over k)``; ``style``: (version index, legend suffix).
+    Returns the k values drawn."""
+    i, suffix = style
+    ks: set[int] = set()
+    for g, sub in groups:
+        if not sub:
+            continue
+        x = [int(r["k"]) for r in sub]  # type: ignore[call-overload]
+        ks |= set(x)
+        est, lo, hi = _ci(sub)
+        name = escape_mathtext(g) + suffix
+        ax.plot(x, est, marker="o", markersize=3, color=colour[g], linestyle=VERSION_STYLES[i], label=name)
+        ax.fill_between(x, lo, hi, color=colour[g], alpha=0.12, linewidth=0)
+    return ks
 
 
 def _draw_curve_k(ax: Axes, plot: PlotSpec, runs: Runs) -> bool:
@@ -423,16 +272,7 @@ def _draw_curve_k(ax: Axes, plot: PlotSpec, runs: Runs) -> bool:
     ks: set[int] = set()
     for i, ((label, result), rows) in enumerate(zip(runs, per_run, strict=True)):
         suffix = "" if len(runs) == 1 else f" · {label}"
-        for g in groups:
-            sub = [r for r in rows if r[dim] == g]
-            if not sub:
-                continue
-            x = [int(r["k"]) for r in sub]  # type: ignore[call-overload]
-            ks |= set(x)
-            est, lo, hi = _ci(sub)
-            name = escape_mathtext(g) + suffix
-            ax.plot(x, est, marker="o", markersize=3, color=colour[g], linestyle=VERSION_STYLES[i], label=name)
-            ax.fill_between(x, lo, hi, color=colour[g], alpha=0.12, linewidth=0)
+        ks |= _group_lines(ax, [(g, [r for r in rows if r[dim] == g]) for g in groups], colour, (i, suffix))
         head = rows_of.curve_k_headline(result, plot)
         if head:
             ax.plot(
@@ -440,9 +280,11 @@ def _draw_curve_k(ax: Axes, plot: PlotSpec, runs: Runs) -> bool:
                 linestyle=VERSION_STYLES[i], label=f"macro mean{suffix}",
             )  # fmt: skip
     ax.set_xticks(sorted(ks))
-    ax.set_xlabel(dimension_label("k"))
-    ax.set_ylabel(f"{metric_label(plot.metric)}, mean and 95% CI")
-    _legend(ax, title=dimension_label(dim) + (f" ({runs[0][0]})" if len(runs) == 1 else ""), outside=True)
+    ax.set_xlabel(dimension_label(runs[0][1].unit, "k"))
+    ax.set_ylabel(f"{metric_label(runs[0][1].unit, plot.metric)}, mean and 95% CI")
+    _legend(
+        ax, title=dimension_label(runs[0][1].unit, dim) + (f" ({runs[0][0]})" if len(runs) == 1 else ""), outside=True
+    )
     return True
 
 
@@ -489,7 +331,7 @@ def plot_figure(plot: PlotSpec, runs: Runs, unit: str) -> Figure | None:
         plt.close(fig)
         return None
     versions = " vs ".join(label for label, _ in runs)
-    ax.set_title(f"{unit}: {plot.title or default_title(plot)}\n{versions}", fontsize=10)
+    ax.set_title(f"{unit}: {plot.title or default_title(unit, plot)}\n{versions}", fontsize=10)
     ax.grid(alpha=0.25, linewidth=0.5)
     return fig
 

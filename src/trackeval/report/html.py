@@ -144,7 +144,7 @@ def decision_report(decision: Decision) -> str:
         f'<span class="{cls}">{decision.verdict.upper()}</span></p>',
         _table(
             ["check", "benchmark", "passed", "detail"],
-            [[c.name, c.benchmark, "yes" if c.passed else "NO", c.detail] for c in decision.checks],
+            [[c.name, c.unit, "yes" if c.passed else "NO", c.detail] for c in decision.checks],
             numeric_from=9,
         ),
         *(f"<p>Note: {escape_html(n)}</p>" for n in decision.notes),

@@ -14,10 +14,10 @@ t_{alpha, n - 1})`` instead of ``alpha``, ``n`` the number of clusters, which wi
 t interval with the unbiased variance would have over a normal one, while keeping the bootstrap's skewness.
 The coverage it reaches is measured by ``benchmarks/bench_gate_calibration.py`` (table in docs/gate.md).
 
-NaN values (not applicable: organ absent from truth and prediction) are excluded from each mean, exactly as
-``nanmean`` excludes them from the point estimate. A resample in which an item (organ) has no valid case leaves
-that item's mean NaN; the mean over items of such a resample is NaN too (the headline is always the mean over the
-same items as the point estimate), and percentiles ignore NaN resamples.
+NaN values (not applicable: organ absent from truth and prediction) are excluded from each mean, exactly as the
+point estimate excludes them (the NaN rules and the means: :mod:`trackeval.stats.reduce`). A resample in which an
+item (organ) has no valid case leaves that item's mean NaN; the mean over items of such a resample is NaN too (the
+headline is always the mean over the same items as the point estimate), and percentiles ignore NaN resamples.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from typing import Literal
 import numpy as np
 
 from trackeval.stats.distributions import normal_cdf, normal_ppf, t_cdf, t_ppf
+from trackeval.stats.reduce import mean_over, nan_mean, ratio
 
 #: how an interval is read off the bootstrap replicates (``bootstrap.interval``)
 IntervalMethod = Literal["expanded_percentile", "percentile"]
@@ -130,29 +131,6 @@ def expanded_pvalue(p: float, n_units: float, method: IntervalMethod) -> float:
     return t_cdf(normal_ppf(p) / math.sqrt(n_units / (n_units - 1.0)), round(n_units) - 1)
 
 
-def nanmean_cols(sums: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """``sums / counts`` elementwise, NaN where ``counts`` is 0."""
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(counts > 0, sums / np.where(counts > 0, counts, 1.0), np.nan)
-
-
-def nanmean_rows(means: np.ndarray) -> np.ndarray:
-    """Mean over the last axis ignoring NaN; NaN where a row has no value."""
-    ok = ~np.isnan(means)
-    n_ok = ok.sum(axis=-1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(n_ok > 0, np.where(ok, means, 0.0).sum(axis=-1) / np.maximum(n_ok, 1), np.nan)
-
-
-def mean_over(means: np.ndarray, items: np.ndarray) -> np.ndarray:
-    """Mean over the last axis of the columns selected by the boolean ``items``, NaN where any selected column is
-    NaN (a resample that misses an item does not average over fewer items) or nothing is selected."""
-    sel = means[..., items]
-    if sel.shape[-1] == 0:
-        return np.full(means.shape[:-1], np.nan)
-    return sel.mean(axis=-1)
-
-
 def percentiles(
     samples: np.ndarray,
     confidence: float,
@@ -238,14 +216,14 @@ def bootstrap_means(
     valid = ~np.isnan(v)
     filled = np.where(valid, v, 0.0)
     n_valid = valid.sum(axis=0)
-    point = nanmean_cols(filled.sum(axis=0), n_valid.astype(np.float64))
-    overall = float(nanmean_rows(point))
+    point = ratio(filled.sum(axis=0), n_valid.astype(np.float64))
+    overall = float(nan_mean(point))
     if n == 0:
         nan_k = np.full(k, np.nan)
         return MeanCI(point, nan_k, nan_k.copy(), n_valid, overall, np.nan, np.nan)
     col_samples = []
     for w in weight_blocks(n, n_resamples, seed, clusters):
-        col_samples.append(nanmean_cols(w @ filled, w @ valid.astype(np.float64)))
+        col_samples.append(ratio(w @ filled, w @ valid.astype(np.float64)))
     samples = np.concatenate(col_samples, axis=0)
     low, high = percentiles(samples, confidence, units_per_column(valid, clusters), method, point)
     units = n_clusters(n, clusters) if valid.any() else np.nan

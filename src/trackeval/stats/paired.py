@@ -31,31 +31,13 @@ from trackeval.metrics.classification import delong, delong_influence, wald_inte
 from trackeval.stats.bootstrap import (
     IntervalMethod,
     expanded_pvalue,
-    mean_over,
     n_clusters,
-    nanmean_cols,
     percentiles,
     units_per_column,
     weight_blocks,
 )
-
-#: how a unit's headline is built from its ``(cases x items)`` matrix: ``item_mean`` is the mean over items of the
-#: per-item means over cases (nnU-Net ``foreground_mean``: UMD, 3D-MIR, X-ray seg); ``case_mean`` the mean over
-#: cases of each case's mean over its items (IMIS image level; units with one item per case give the same value)
-Reduction = Literal["item_mean", "case_mean"]
-
-
-def _weighted_headline(
-    w: np.ndarray, filled: np.ndarray, valid: np.ndarray, items: np.ndarray, reduction: Reduction
-) -> tuple[np.ndarray, np.ndarray]:
-    """Headline and item means of the resamples ``w`` ``(b, n)``: ``(b,)`` and ``(b, k)``; NaN where a resample
-    lacks an item of the point estimate (``items``) or every case."""
-    item_means = nanmean_cols(w @ filled, w @ valid)
-    if reduction == "item_mean":
-        return mean_over(item_means, items), item_means
-    cnt = valid.sum(axis=1)
-    per_case = np.divide(filled.sum(axis=1), cnt, out=np.zeros(cnt.shape), where=cnt > 0)
-    return nanmean_cols(w @ per_case, w @ (cnt > 0).astype(np.float64)), item_means
+from trackeval.stats.reduce import MeanReduction as Reduction
+from trackeval.stats.reduce import weighted_headline
 
 
 @dataclass(frozen=True)
@@ -109,7 +91,7 @@ def paired_headlines(
     Args:
         candidate, baseline: ``(n_cases, k)`` arrays with rows matched by case (a 1D array is one column), NaN =
             not applicable.
-        reduction: how the headline is built (:data:`Reduction`).
+        reduction: how the headline is built (:data:`trackeval.stats.reduce.MeanReduction`).
         best: the metric's best value (1 for Dice, 0 for a distance).
         n_resamples, seed, confidence: resamples ``B``, their seed, the two-sided level.
         clusters: cluster code per case (:func:`~trackeval.stats.bootstrap.cluster_codes`); None: cases.
@@ -118,37 +100,17 @@ def paired_headlines(
     Returns:
         :class:`PairedHeadline`; identical inputs give a delta of exactly 0 with the interval [0, 0].
     """
-    c = np.asarray(candidate, dtype=np.float64)
-    b = np.asarray(baseline, dtype=np.float64)
-    if c.ndim == 1:
-        c, b = c[:, None], b[:, None]
-    if c.shape != b.shape or c.ndim != 2:
-        raise ValueError(f"candidate and baseline must be matching (n_cases, k) arrays, got {c.shape} and {b.shape}")
-    if not 0.0 < confidence < 1.0:
-        raise ValueError("confidence must be in (0, 1)")
-    n, k = c.shape
-    sides = []
-    for m in (c, b):
-        valid = ~np.isnan(m)
-        sides.append((np.where(valid, m, 0.0), valid.astype(np.float64), valid.any(axis=0)))
+    c, b = _matching(candidate, baseline, confidence)
+    n = c.shape[0]
+    sides = [_side(c), _side(b)]
     ones = np.ones((1, n))
-    (hc, ic), (hb, ib) = (_weighted_headline(ones, f, v, items, reduction) for f, v, items in sides)
+    (hc, ic), (hb, ib) = (weighted_headline(ones, f, v, items, reduction) for f, v, items in sides)
     has_c, has_b = sides[0][2], sides[1][2]
-
-    def item_delta(cand_items: np.ndarray, base_items: np.ndarray) -> np.ndarray:
-        return np.where(has_c, cand_items, best) - np.where(has_b, base_items, best)
-
-    heads, items = [], []
-    for w in weight_blocks(n, n_resamples, seed, clusters) if n else ():
-        (rc, rci), (rb, rbi) = (_weighted_headline(w, f, v, it, reduction) for f, v, it in sides)
-        heads.append(rc - rb)
-        items.append(item_delta(rci, rbi))
-    samples = np.concatenate(heads) if heads else np.full(n_resamples, np.nan)
-    item_samples = np.concatenate(items, axis=0) if items else np.full((n_resamples, k), np.nan)
+    samples, item_samples = _replicates(sides, reduction, best, n_resamples, seed, clusters)
     either = (sides[0][1] + sides[1][1]) > 0
     item_units = units_per_column(either, clusters)
     units = n_clusters(n, clusters)
-    delta_items = item_delta(ic[0], ib[0])
+    delta_items = _item_delta(ic[0], ib[0], has_c, has_b, best)
     low, high = percentiles(samples, confidence, units, method, hc[0] - hb[0])
     item_low, item_high = percentiles(item_samples, confidence, item_units, method, delta_items)
     return PairedHeadline(
@@ -167,6 +129,55 @@ def paired_headlines(
         item_samples=item_samples,
         item_units=item_units,
     )
+
+
+def _matching(candidate: np.ndarray, baseline: np.ndarray, confidence: float) -> tuple[np.ndarray, np.ndarray]:
+    """Both sides as matching ``(n_cases, k)`` float arrays (1D: one column); ValueError otherwise."""
+    c = np.asarray(candidate, dtype=np.float64)
+    b = np.asarray(baseline, dtype=np.float64)
+    if c.ndim == 1:
+        c, b = c[:, None], b[:, None]
+    if c.shape != b.shape or c.ndim != 2:
+        raise ValueError(f"candidate and baseline must be matching (n_cases, k) arrays, got {c.shape} and {b.shape}")
+    if not 0.0 < confidence < 1.0:
+        raise ValueError("confidence must be in (0, 1)")
+    return c, b
+
+
+_Side = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
+def _side(m: np.ndarray) -> _Side:
+    """``(values with NaN as 0, 1.0 where valid, items with any value)`` of one side."""
+    valid = ~np.isnan(m)
+    return np.where(valid, m, 0.0), valid.astype(np.float64), valid.any(axis=0)
+
+
+def _item_delta(cand: np.ndarray, base: np.ndarray, has_c: np.ndarray, has_b: np.ndarray, best: float) -> np.ndarray:
+    """Item deltas, an item a side has no value for counting as ``best`` on that side."""
+    return np.where(has_c, cand, best) - np.where(has_b, base, best)
+
+
+def _replicates(
+    sides: list[_Side],
+    reduction: Reduction,
+    best: float,
+    n_resamples: int,
+    seed: int | Sequence[int],
+    clusters: np.ndarray | None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(B,)`` headline-delta and ``(B, k)`` item-delta replicates, both sides on the same resamples (all NaN
+    without cases)."""
+    (filled, _, has_c), (_, _, has_b) = sides
+    n, k = filled.shape
+    heads, items = [], []
+    for w in weight_blocks(n, n_resamples, seed, clusters) if n else ():
+        (rc, rci), (rb, rbi) = (weighted_headline(w, f, v, it, reduction) for f, v, it in sides)
+        heads.append(rc - rb)
+        items.append(_item_delta(rci, rbi, has_c, has_b, best))
+    samples = np.concatenate(heads) if heads else np.full(n_resamples, np.nan)
+    item_samples = np.concatenate(items, axis=0) if items else np.full((n_resamples, k), np.nan)
+    return samples, item_samples
 
 
 def paired_corpus(
@@ -279,6 +290,36 @@ def paired_delong(
     Raises:
         ValueError: shapes differ, labels other than 0/1/NaN, or infinite scores.
     """
+    y, c, b = _matching_scores(labels, candidate, baseline, confidence)
+    per = _per_finding(y, c, b, confidence, clusters)
+    value, cand_auc, base_auc = per["value"], per["candidate"], per["baseline"]
+    defined = ~np.isnan(value)
+    overall = overall_variance = math.nan
+    if defined.any():
+        overall = float(value[defined].mean())
+        overall_variance = float((_cluster_sums(per["psi"][:, defined].mean(axis=1), clusters) ** 2).sum())
+    o_low, o_high = wald_interval(overall, overall_variance, confidence, (-1.0, 1.0))
+    return PairedAUC(
+        value=value,
+        variance=per["variance"],
+        low=per["low"],
+        high=per["high"],
+        n_pairs=per["n_pairs"].astype(np.int64),
+        candidate=cand_auc,
+        baseline=base_auc,
+        overall=overall,
+        overall_variance=overall_variance,
+        overall_low=o_low,
+        overall_high=o_high,
+        overall_candidate=float(cand_auc[defined].mean()) if defined.any() else math.nan,
+        overall_baseline=float(base_auc[defined].mean()) if defined.any() else math.nan,
+    )
+
+
+def _matching_scores(
+    labels: np.ndarray, candidate: np.ndarray, baseline: np.ndarray, confidence: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Labels and both sides' scores as matching ``(n_images, k)`` float arrays (1D: one finding)."""
     y = np.asarray(labels, dtype=np.float64)
     c = np.asarray(candidate, dtype=np.float64)
     b = np.asarray(baseline, dtype=np.float64)
@@ -290,44 +331,30 @@ def paired_delong(
         )
     if not 0.0 < confidence < 1.0:
         raise ValueError("confidence must be in (0, 1)")
+    return y, c, b
+
+
+def _per_finding(
+    y: np.ndarray, c: np.ndarray, b: np.ndarray, confidence: float, clusters: np.ndarray | None
+) -> dict[str, np.ndarray]:
+    """Per finding: ``value``, ``variance``, ``low``, ``high``, ``candidate``, ``baseline`` and ``n_pairs``
+    (``(k,)``, NaN / 0 where the AUC is undefined) and ``psi``, the ``(n_images, k)`` influence differences."""
     k = y.shape[1]
     ok = ~(np.isnan(y) | np.isnan(c) | np.isnan(b))
-    psi = np.zeros(y.shape)
-    value, variance, low, high = (np.full(k, np.nan) for _ in range(4))
-    cand_auc, base_auc = np.full(k, np.nan), np.full(k, np.nan)
-    n_pairs = np.zeros(k, dtype=np.int64)
+    out = {name: np.full(k, np.nan) for name in ("value", "variance", "low", "high", "candidate", "baseline")}
+    out["n_pairs"], out["psi"] = np.zeros(k), np.zeros(y.shape)
     for j in range(k):
         rows = ok[:, j]
         yj = y[rows, j]
         da, db = delong(yj, c[rows, j]), delong(yj, b[rows, j])
         if math.isnan(da.auc):
             continue
-        cand_auc[j], base_auc[j], value[j] = da.auc, db.auc, da.auc - db.auc
-        n_pairs[j] = yj.size
-        psi[rows, j] = delong_influence(yj, da) - delong_influence(yj, db)
-        variance[j] = float((_cluster_sums(psi[:, j], clusters) ** 2).sum())
-        low[j], high[j] = wald_interval(value[j], variance[j], confidence, (-1.0, 1.0))
-    defined = ~np.isnan(value)
-    overall = overall_variance = math.nan
-    if defined.any():
-        overall = float(value[defined].mean())
-        overall_variance = float((_cluster_sums(psi[:, defined].mean(axis=1), clusters) ** 2).sum())
-    o_low, o_high = wald_interval(overall, overall_variance, confidence, (-1.0, 1.0))
-    return PairedAUC(
-        value=value,
-        variance=variance,
-        low=low,
-        high=high,
-        n_pairs=n_pairs,
-        candidate=cand_auc,
-        baseline=base_auc,
-        overall=overall,
-        overall_variance=overall_variance,
-        overall_low=o_low,
-        overall_high=o_high,
-        overall_candidate=float(cand_auc[defined].mean()) if defined.any() else math.nan,
-        overall_baseline=float(base_auc[defined].mean()) if defined.any() else math.nan,
-    )
+        out["candidate"][j], out["baseline"][j], out["value"][j] = da.auc, db.auc, da.auc - db.auc
+        out["n_pairs"][j] = yj.size
+        out["psi"][rows, j] = delong_influence(yj, da) - delong_influence(yj, db)
+        out["variance"][j] = float((_cluster_sums(out["psi"][:, j], clusters) ** 2).sum())
+        out["low"][j], out["high"][j] = wald_interval(out["value"][j], out["variance"][j], confidence, (-1.0, 1.0))
+    return out
 
 
 def _cluster_sums(values: np.ndarray, clusters: np.ndarray | None) -> np.ndarray:

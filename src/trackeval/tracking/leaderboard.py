@@ -7,40 +7,73 @@ after ``track --replace`` the leaderboard moves exactly when the registry does."
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from trackeval.errors import InputError
 from trackeval.gate.policy import UnitPolicy
 from trackeval.report.leaderboard import Cell, Leaderboard, Row
 from trackeval.tracking.client import Mlflow, quote
+from trackeval.tracking.registry import registered_version_name, resolve_version
 from trackeval.tracking.tags import EVAL_RUN_TAG, TAG, VERSION_TAG
 
 
 def _champions(ml: Mlflow, names: set[str]) -> dict[str, str]:
     """``{model name: trackeval version of @champion}`` for the models that have one."""
-    from trackeval.errors import InputError
-    from trackeval.tracking.model_registry import resolve_version
-
     out = {}
     for name in sorted(names):
         try:
             mv = resolve_version(ml, name, "@champion")
         except InputError:
             continue
-        out[name] = mv.tags.get(VERSION_TAG, str(mv.version))
+        out[name] = registered_version_name(mv)
     return out
 
 
 def _pointed_runs(ml: Mlflow, name: str) -> dict[str, set[str]]:
     """``{trackeval version: {evaluation run ids its eval_run tags point at}}`` of model ``name`` (the
     lowest-numbered registered version when two carry one trackeval version, as
-    :func:`~trackeval.tracking.model_registry.find_version` picks)."""
+    :func:`~trackeval.tracking.registry.find_version` picks)."""
     found = ml.call("search_model_versions", ml.client.search_model_versions, f"name = {quote(name)}")
     out: dict[str, set[str]] = {}
     for mv in sorted(found, key=lambda v: int(v.version), reverse=True):  # the lowest number is written last
         if VERSION_TAG in mv.tags:
             out[mv.tags[VERSION_TAG]] = {v for k, v in mv.tags.items() if k.startswith(EVAL_RUN_TAG)}
     return out
+
+
+def _latest(model: Any, tracked: set[str]) -> dict[str, Any]:
+    """``{key: metric}``: the latest value per key among the metrics linked to LoggedModel ``model`` by the
+    evaluation runs in ``tracked`` (a tie in timestamp: the one listed last)."""
+    latest: dict[str, Any] = {}
+    for metric in model.metrics or []:
+        if getattr(metric, "run_id", None) not in tracked:
+            continue
+        if metric.key not in latest or metric.timestamp >= latest[metric.key].timestamp:
+            latest[metric.key] = metric
+    return latest
+
+
+def _cells(
+    latest: Mapping[str, Any],
+    policies: Mapping[str, UnitPolicy],
+    units: Sequence[str],
+    missing: Callable[[str | None], int],
+) -> dict[str, Cell]:
+    """``{unit: cell}`` of every unit (of ``units``, when given) whose primary metric has a value in ``latest``;
+    ``missing``: the missing predictions of an evaluation run (0 for None)."""
+    values = {k: metric.value for k, metric in latest.items()}
+    cells = {}
+    for unit, policy in policies.items():
+        if units and unit not in units or policy.key not in values:
+            continue
+        cells[unit] = Cell(
+            value=values[policy.key],
+            ci95_low=values.get(policy.key + "/ci95_low"),
+            ci95_high=values.get(policy.key + "/ci95_high"),
+            n_missing_predictions=missing(getattr(latest[policy.key], "run_id", None)),
+        )
+    return cells
 
 
 def leaderboard(
@@ -73,35 +106,13 @@ def leaderboard(
     pointed: dict[str, dict[str, set[str]]] = {}
     rows = []
     for m in models:
-        name = m.tags.get(TAG + "model_name", "")
+        name, version = m.tags.get(TAG + "model_name", ""), m.tags[TAG + "model_version"]
         if name not in pointed:
             pointed[name] = _pointed_runs(ml, name)
-        tracked = pointed[name].get(m.tags[TAG + "model_version"], set())
-        latest: dict[str, Any] = {}
-        for metric in m.metrics or []:
-            if getattr(metric, "run_id", None) not in tracked:
-                continue
-            if metric.key not in latest or metric.timestamp >= latest[metric.key].timestamp:
-                latest[metric.key] = metric
-        values = {k: metric.value for k, metric in latest.items()}
-        cells = {}
-        for unit, policy in policies.items():
-            if units and unit not in units or policy.key not in values:
-                continue
-            cells[unit] = Cell(
-                value=values[policy.key],
-                ci95_low=values.get(policy.key + "/ci95_low"),
-                ci95_high=values.get(policy.key + "/ci95_high"),
-                n_missing_predictions=missing(getattr(latest[policy.key], "run_id", None)),
-            )
+        latest = _latest(m, pointed[name].get(version, set()))
+        cells = _cells(latest, policies, units, missing)
         rows.append(
-            Row(
-                model=m.tags[TAG + "model_name"],
-                version=m.tags[TAG + "model_version"],
-                model_id=m.model_id,
-                champion=False,
-                cells=cells,
-            )
+            Row(model=m.tags[TAG + "model_name"], version=version, model_id=m.model_id, champion=False, cells=cells)
         )
     champions = _champions(ml, {r.model for r in rows})
     for r in rows:

@@ -29,7 +29,7 @@ any two steps leaves a state that the next ``track`` of the same folder complete
 A complete unit is not logged again, but the version's ``eval_run.<unit>`` tags are pointed at it all the same, so
 the registry follows the results that were tracked last (e.g. after a revert). Pointing them at other results
 than the ones they hold (another results.json digest, ``trackeval.results_digest``) needs ``replace``, which then
-withdraws the aliases that rested on the old evidence (:func:`~trackeval.tracking.model_registry.withdraw_replaced`).
+withdraws the aliases that rested on the old evidence (:func:`~trackeval.tracking.verification.withdraw_replaced`).
 
 Faults (see :mod:`trackeval.tracking.client`): the results stay on disk when MLflow fails; a run left RUNNING
 by a killed process or a dead server is marked FAILED by the next ``track`` of the same model version. SQLite
@@ -39,7 +39,8 @@ Concurrency: a local store is written under its file lock (:func:`~trackeval.tra
 two ``track`` processes take turns and the second finds the unit complete. On a server store both may log the
 same evaluation; each then keeps the first run to have FINISHED with the key (earliest end time, then run id, so
 every process agrees) and marks the others FAILED with ``trackeval.duplicate_of`` (create, then deduplicate; the
-registry version and the LoggedModel likewise, see :mod:`trackeval.tracking.model_registry`).
+registry version and the LoggedModel likewise, see :mod:`trackeval.tracking.registry` and
+:mod:`trackeval.tracking.logged_models`).
 """
 
 from __future__ import annotations
@@ -65,7 +66,8 @@ from trackeval.io.results_folder import (
 from trackeval.results import BenchmarkResult, headline_metrics
 from trackeval.tracking.client import Mlflow, TrackingError, check_model_ref, quote, store_lock, tracking_uri
 from trackeval.tracking.lineage import dvc_data_digest, flatten, git_commit, idempotency_key
-from trackeval.tracking.model_registry import link_version, logged_model
+from trackeval.tracking.logged_models import logged_model
+from trackeval.tracking.registry import link_version
 from trackeval.tracking.tags import EVAL_RUN_TAG, KIND_BENCHMARK, KIND_PARENT, RESULTS_DIGEST_TAG, TAG
 
 log = logger(__name__)
@@ -246,7 +248,7 @@ def _settle(ml: Mlflow, key: str, digest: str) -> Any | None:
 def _run_digest(ml: Mlflow, run: Any) -> str | None:
     """The evidence digest of an evaluation run: its ``trackeval.results_digest`` tag, else (a run tracked before
     the tag existed) the sha256 of its results.json artifact; None when that cannot be read."""
-    from trackeval.tracking.model_registry import run_digest
+    from trackeval.tracking.evidence import run_digest
 
     tagged = run.data.tags.get(RESULTS_DIGEST_TAG)
     if tagged:
@@ -286,7 +288,7 @@ def _check_repoint(ml: Mlflow, name: str, version: str, evaluations: list[_Evalu
     evaluation run stays, and the new one records it in ``trackeval.replaces``. Returns the registered version as
     it was (None: not registered yet)."""
     from trackeval.errors import InputError
-    from trackeval.tracking.model_registry import find_version
+    from trackeval.tracking.registry import find_version
 
     mv = find_version(ml, name, version)
     if mv is None:
@@ -324,7 +326,9 @@ def _check_repoint(ml: Mlflow, name: str, version: str, evaluations: list[_Evalu
 def _withdraw(ml: Mlflow, name: str, version: str, before: Any) -> list[str]:
     """After tracking: when an ``eval_run.<unit>`` tag of registered version ``before`` (as it was) now points at
     other results (``--replace``), withdraw the aliases that rested on its old evidence; returns what moved."""
-    from trackeval.tracking.model_registry import find_version, run_digest, withdraw_replaced
+    from trackeval.tracking.evidence import run_digest
+    from trackeval.tracking.registry import find_version
+    from trackeval.tracking.verification import withdraw_replaced
 
     runs_before = {k: v for k, v in before.tags.items() if k.startswith(EVAL_RUN_TAG)}
     after = find_version(ml, name, version)
@@ -461,7 +465,7 @@ def track_results(
     without a model name and version, or with one MLflow cannot store and find, are refused (a run must belong
     to a model version). ``replace``: allow re-pointing a version at an evaluation with other results (other
     ground truth, or any other results.json; see :func:`_check_repoint`); every alias that rested on the
-    version's old evidence is then withdrawn (:func:`~trackeval.tracking.model_registry.withdraw_replaced`) and
+    version's old evidence is then withdrawn (:func:`~trackeval.tracking.verification.withdraw_replaced`) and
     listed in :attr:`Tracked.aliases`. A local store is written under its lock (module docstring).
 
     Raises:

@@ -1,5 +1,6 @@
 """The five multi-anatomy X-ray tasks (cls, seg, ret, loc, report), one module each.
 
-Each module exposes ``evaluate(inputs: TaskInputs, cfg: EvalConfig) -> TaskOutput``; the adapter
-``trackeval.benchmarks.xray`` turns the output into the :class:`~trackeval.results.BenchmarkResult`.
+Each module exposes ``evaluate(inputs: TaskInputs, cfg: EvalConfig) -> Evaluation``
+(:class:`trackeval.engine.driver.Evaluation`); the adapter ``trackeval.benchmarks.xray`` hands it to the driver,
+which builds the :class:`~trackeval.results.BenchmarkResult`.
 """

@@ -24,14 +24,16 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from trackeval.benchmarks.summaries import clusters_of, mean_summaries, summary
-from trackeval.benchmarks.xray_tasks.common import TaskInputs, TaskOutput, unique_tokens
+from trackeval.benchmarks.xray_tasks.common import TaskInputs, unique_tokens
 from trackeval.config import EvalConfig
+from trackeval.config.base import BootstrapConfig
+from trackeval.engine.driver import Evaluation
 from trackeval.errors import InputError
 from trackeval.io.hashing import sha256_files
 from trackeval.io.tables import read_csv_rows
@@ -200,96 +202,123 @@ def _below_min_positives(finding: str, y: np.ndarray, min_positives: int) -> str
     )
 
 
-def evaluate(inputs: TaskInputs, cfg: EvalConfig) -> TaskOutput:
-    """Score the classification task (see the module docstring)."""
-    c, boot = cfg.xray.cls, cfg.bootstrap
-    test = load_split(inputs.ground_truth, inputs.predictions, c.uncertain)
-    val = None
-    if inputs.validation is not None:
-        val = load_split(inputs.validation / "labels.csv", inputs.validation / "scores.csv", c.uncertain)
-        if set(val.findings) != set(test.findings):
-            raise InputError(
-                f"validation findings {val.findings} differ from the test findings {test.findings}",
-                file=str(inputs.validation / "labels.csv"),
-                field="header",
-            )
-    validation_file = str(inputs.validation / "labels.csv") if inputs.validation is not None else ""
-    n_img, n_f = test.labels.shape
-    notes: list[str] = []
-    phi = np.zeros((n_img, n_f))
-    called = np.full((n_img, n_f), np.nan)
-    out: dict[str, MetricSummary] = {}
-    aucs, eces, references, variance_ok = [], [], [], True
-    in_headline = np.ones(n_f, dtype=bool)  # False: fewer than xray.cls.min_positives positives or negatives
-    for j, token in enumerate(test.tokens):
-        ok = ~np.isnan(test.labels[:, j])
-        y, s = test.labels[ok, j].astype(np.int8), test.scores[ok, j]
-        note = _below_min_positives(test.findings[j], y, c.min_positives)
-        if note:
-            in_headline[j] = False
-            notes.append(note)
-            log.warning(note)
-        d = delong(y, s)
-        low, high = d.ci(boot.confidence)
-        out[metric_key(PREFIX, "auroc", "by_finding", token)] = summary(
-            d.auc, n_img, int(ok.sum()) if not math.isnan(d.auc) else 0, low, high
+@dataclass
+class _Findings:
+    """The per-finding pass of :func:`evaluate`: its ``by_finding`` aggregates and warnings, and what the macro
+    headlines need (the in-headline findings' AUROCs with their DeLong influence terms ``phi``, ECEs and
+    reference ECEs; ``called``: the images called positive at each finding's operating point, NaN where
+    unknown)."""
+
+    out: dict[str, MetricSummary]
+    notes: list[str]
+    phi: np.ndarray
+    called: np.ndarray
+    in_headline: np.ndarray  # False: fewer than xray.cls.min_positives positives or negatives
+    aucs: list[float] = field(default_factory=list)
+    eces: list[float] = field(default_factory=list)
+    references: list[float] = field(default_factory=list)
+    variance_ok: bool = True
+
+
+def _load(inputs: TaskInputs, policy: str) -> tuple[Table, Table | None]:
+    """The test split and the validation split (None without ``--validation``), with the same findings."""
+    test = load_split(inputs.ground_truth, inputs.predictions, policy)
+    if inputs.validation is None:
+        return test, None
+    val = load_split(inputs.validation / "labels.csv", inputs.validation / "scores.csv", policy)
+    if set(val.findings) != set(test.findings):
+        raise InputError(
+            f"validation findings {val.findings} differ from the test findings {test.findings}",
+            file=str(inputs.validation / "labels.csv"),
+            field="header",
         )
-        if not math.isnan(d.auc) and in_headline[j]:
-            aucs.append(d.auc)
-            if math.isnan(d.variance):
-                variance_ok = False
-            else:
-                phi[ok, j] = delong_influence(y, d)
-        threshold, note = _threshold(test.findings[j], y, s, val, validation_file)
-        if note:
-            notes.append(note)
+    return test, val
+
+
+def _score_finding(acc: _Findings, j: int, test: Table, val: Table | None, val_file: str, cfg: EvalConfig) -> None:
+    """Finding ``j``'s AUROC (DeLong CI), operating point and ECEs into ``acc``."""
+    c, n_img, token = cfg.xray.cls, test.labels.shape[0], test.tokens[j]
+    ok = ~np.isnan(test.labels[:, j])
+    y, s = test.labels[ok, j].astype(np.int8), test.scores[ok, j]
+    note = _below_min_positives(test.findings[j], y, c.min_positives)
+    if note:
+        acc.in_headline[j] = False
+        acc.notes.append(note)
+        log.warning(note)
+    d = delong(y, s)
+    low, high = d.ci(cfg.bootstrap.confidence)
+    n_valid = int(ok.sum())
+    acc.out[metric_key(PREFIX, "auroc", "by_finding", token)] = summary(
+        d.auc, n_img, n_valid if not math.isnan(d.auc) else 0, low, high
+    )
+    if not math.isnan(d.auc) and acc.in_headline[j]:
+        acc.aucs.append(d.auc)
+        if math.isnan(d.variance):
+            acc.variance_ok = False
         else:
-            called[ok, j] = test.scores[ok, j] >= threshold
-        out[metric_key(PREFIX, "threshold_at_sens95", "by_finding", token)] = summary(threshold, n_img, int(ok.sum()))
-        ece, reference = expected_calibration_error(y, s, c.ece_bins), ece_reference(s, c.ece_bins)
-        if in_headline[j]:
-            eces.append(ece)
-            references.append(reference)
-        out[metric_key(PREFIX, "ece", "by_finding", token)] = summary(ece, n_img, int(ok.sum()))
-        out[metric_key(PREFIX, "ece_reference", "by_finding", token)] = summary(reference, n_img, int(ok.sum()))
-    if not in_headline.any():
+            acc.phi[ok, j] = delong_influence(y, d)
+    threshold, note = _threshold(test.findings[j], y, s, val, val_file)
+    if note:
+        acc.notes.append(note)
+    else:
+        acc.called[ok, j] = test.scores[ok, j] >= threshold
+    acc.out[metric_key(PREFIX, "threshold_at_sens95", "by_finding", token)] = summary(threshold, n_img, n_valid)
+    ece, reference = expected_calibration_error(y, s, c.ece_bins), ece_reference(s, c.ece_bins)
+    if acc.in_headline[j]:
+        acc.eces.append(ece)
+        acc.references.append(reference)
+    acc.out[metric_key(PREFIX, "ece", "by_finding", token)] = summary(ece, n_img, n_valid)
+    acc.out[metric_key(PREFIX, "ece_reference", "by_finding", token)] = summary(reference, n_img, n_valid)
+
+
+def _macro_summaries(acc: _Findings, n_img: int, cfg: EvalConfig) -> dict[str, MetricSummary]:
+    """The macro AUROC (DeLong influence CI on the logit scale), ECE and reference ECE over the in-headline
+    findings; NaN (and a warning) when there is none."""
+    c = cfg.xray.cls
+    if not acc.in_headline.any():
         note = (
             f"{PREFIX}: no finding has {c.min_positives} positives and {c.min_positives} negatives "
             f"(xray.cls.min_positives): the macro headlines are NaN"
         )
-        notes.append(note)
+        acc.notes.append(note)
         log.warning(note)
-    n_auc = len(aucs)
-    macro = float(np.mean(aucs)) if aucs else math.nan
+    macro = float(np.mean(acc.aucs)) if acc.aucs else math.nan
     low = high = math.nan
-    if aucs and variance_ok:
-        var = float(((phi / n_auc).sum(axis=1) ** 2).sum())
-        low, high = logit_interval(macro, var, boot.confidence)
-    out[metric_key(PREFIX, "auroc")] = summary(macro, n_img, n_img if aucs else 0, low, high)
-    for name, values in (("ece", eces), ("ece_reference", references)):
+    if acc.aucs and acc.variance_ok:
+        var = float(((acc.phi / len(acc.aucs)).sum(axis=1) ** 2).sum())
+        low, high = logit_interval(macro, var, cfg.bootstrap.confidence)
+    out = {metric_key(PREFIX, "auroc"): summary(macro, n_img, n_img if acc.aucs else 0, low, high)}
+    for name, values in (("ece", acc.eces), ("ece_reference", acc.references)):
         valid = [e for e in values if not math.isnan(e)]
         out[metric_key(PREFIX, name)] = summary(
             float(np.mean(valid)) if valid else math.nan, n_img, n_img if valid else 0
         )
-    y_all = test.labels
+    return out
+
+
+def _rate_summaries(test: Table, acc: _Findings, boot: BootstrapConfig) -> dict[str, MetricSummary]:
+    """Sensitivity, specificity and PPV at the operating points: ``by_finding`` for every finding, the headline
+    over the in-headline findings, image-level bootstrap CIs."""
+    y_all, called, out = test.labels, acc.called, {}
     with np.errstate(invalid="ignore"):
         rates = {
             "sens_at_sens95": np.where(y_all == 1, called, np.nan),
             "spec_at_sens95": np.where(y_all == 0, 1.0 - called, np.nan),
             "ppv_at_sens95": np.where(called == 1, y_all, np.nan),
         }
+    clusters = clusters_of(test.image_ids, boot)
     for name, matrix in rates.items():
-        out.update(
-            mean_summaries(
-                metric_key(PREFIX, name), matrix, test.tokens, "finding", boot, name, clusters_of(test.image_ids, boot)
-            )
-        )
-        if not in_headline.all():  # the headline over the findings in it; by_finding (above) keeps them all
-            key = metric_key(PREFIX, name)
-            kept = np.where(in_headline, matrix, np.nan)
-            head = mean_summaries(key, kept, test.tokens, "finding", boot, name, clusters_of(test.image_ids, boot))
-            out[key] = head[key]
-    records = [
+        key = metric_key(PREFIX, name)
+        out.update(mean_summaries(key, matrix, test.tokens, "finding", boot, name, clusters))
+        if not acc.in_headline.all():  # the headline over the findings in it; by_finding (above) keeps them all
+            kept = np.where(acc.in_headline, matrix, np.nan)
+            out[key] = mean_summaries(key, kept, test.tokens, "finding", boot, name, clusters)[key]
+    return out
+
+
+def _records(test: Table, called: np.ndarray) -> list[CaseRecord]:
+    """One record per image: per finding its ``label``, ``score`` and ``called_at_sens95``."""
+    return [
         CaseRecord(
             case_id=image_id,
             subject_id=image_id,
@@ -300,14 +329,24 @@ def evaluate(inputs: TaskInputs, cfg: EvalConfig) -> TaskOutput:
         )
         for i, image_id in enumerate(test.image_ids)
     ]
-    gt_files = [inputs.ground_truth]
-    pred_files = [inputs.predictions]
+
+
+def evaluate(inputs: TaskInputs, cfg: EvalConfig) -> Evaluation:
+    """Score the classification task (see the module docstring)."""
+    test, val = _load(inputs, cfg.xray.cls.uncertain)
+    validation_file = str(inputs.validation / "labels.csv") if inputs.validation is not None else ""
+    n_img, n_f = test.labels.shape
+    acc = _Findings({}, [], np.zeros((n_img, n_f)), np.full((n_img, n_f), np.nan), np.ones(n_f, dtype=bool))
+    for j in range(n_f):
+        _score_finding(acc, j, test, val, validation_file, cfg)
+    aggregates = {**acc.out, **_macro_summaries(acc, n_img, cfg), **_rate_summaries(test, acc, cfg.bootstrap)}
+    gt_files, pred_files = [inputs.ground_truth], [inputs.predictions]
     if inputs.validation is not None:
         gt_files.append(inputs.validation / "labels.csv")
         pred_files.append(inputs.validation / "scores.csv")
-    return TaskOutput(
-        records=records,
-        aggregates=out,
+    return Evaluation(
+        records=_records(test, acc.called),
+        aggregates=aggregates,
         item_kind="finding",
         ground_truth_digest=sha256_files(*gt_files),
         predictions_digest=sha256_files(*pred_files),
@@ -315,12 +354,14 @@ def evaluate(inputs: TaskInputs, cfg: EvalConfig) -> TaskOutput:
             "n_images": n_img,
             "n_findings": n_f,
             "n_uncertain_labels": test.n_uncertain,
-            "n_findings_below_min_positives": int((~in_headline).sum()),
+            "n_findings_below_min_positives": int((~acc.in_headline).sum()),
         },
-        warnings=notes,
+        warnings=acc.notes,
         params={
             "operating_point": "validation" if val is not None else "test",
             "target_sensitivity": TARGET_SENSITIVITY,
-            "findings_below_min_positives": [t for t, keep in zip(test.tokens, in_headline, strict=True) if not keep],
+            "findings_below_min_positives": [
+                t for t, keep in zip(test.tokens, acc.in_headline, strict=True) if not keep
+            ],
         },
     )

@@ -39,8 +39,9 @@ from typing import Any
 import numpy as np
 
 from trackeval.benchmarks.summaries import clusters_of, column_summary, summary
-from trackeval.benchmarks.xray_tasks.common import TaskInputs, TaskOutput, unique_tokens
+from trackeval.benchmarks.xray_tasks.common import TaskInputs, unique_tokens
 from trackeval.config import EvalConfig
+from trackeval.engine.driver import Evaluation
 from trackeval.errors import InputError
 from trackeval.io.files import read_json
 from trackeval.io.hashing import sha256_files
@@ -200,65 +201,89 @@ def map_50_corpus(records: Sequence[CaseRecord], weights: np.ndarray) -> np.ndar
     return np.stack(aps).sum(axis=0) / len(aps)
 
 
-def evaluate(inputs: TaskInputs, cfg: EvalConfig) -> TaskOutput:
-    """Score the localisation task (see the module docstring)."""
-    images, categories, anns = load_ground_truth(inputs.ground_truth)
-    dets, grounding = load_predictions(inputs.predictions, set(images), categories, {a["id"] for a in anns})
-    gt: dict[tuple[Any, Any], list[list[float]]] = defaultdict(list)
+_Boxes = dict[tuple[Any, Any], list[list[float]]]
+_Detections = dict[tuple[Any, Any], tuple[list[list[float]], list[float]]]
+
+
+def _by_category_and_image(anns: list[dict[str, Any]], dets: list[dict[str, Any]]) -> tuple[_Boxes, _Detections]:
+    """Truth boxes and ``(boxes, scores)`` of the detections by ``(category id, image id)``."""
+    gt: _Boxes = defaultdict(list)
     for a in anns:
         gt[a["category_id"], a["image_id"]].append(a["bbox"])
-    pred: dict[tuple[Any, Any], tuple[list[list[float]], list[float]]] = defaultdict(lambda: ([], []))
+    pred: _Detections = defaultdict(lambda: ([], []))
     for d in dets:
         boxes, scores = pred[d["category_id"], d["image_id"]]
         boxes.append(d["bbox"])
         scores.append(d["score"])
+    return gt, pred
+
+
+def _category_ap(
+    cat: int | str, token: str, images: list[int | str], gt: _Boxes, pred: _Detections, max_dets: int, per_image: dict
+) -> float:
+    """COCO AP at IoU 0.5 of one category; its items (counts and matched detections) go into ``per_image``."""
+    used = [im for im in images if (cat, im) in gt or (cat, im) in pred]
+    matched = [  # as average_precision_at_iou: each image's kept detections, matched, in score order
+        match_image(
+            xywh_to_xyxy(gt.get((cat, im), [])),
+            xywh_to_xyxy(pred[cat, im][0]) if (cat, im) in pred else np.zeros((0, 4)),
+            np.asarray(pred[cat, im][1]) if (cat, im) in pred else np.zeros(0),
+            IOU_THRESHOLD,
+            max_dets,
+        )
+        for im in used
+    ]
+    pooled = np.concatenate([s for s, _ in matched]) if matched else np.zeros(0)
+    n_gt = sum(len(gt.get((cat, im), [])) for im in used)
+    ap = coco_average_precision(pooled, np.concatenate([t for _, t in matched]) if matched else pooled, n_gt)
+    rank = np.empty(pooled.size, dtype=np.int64)
+    rank[np.argsort(-pooled, kind="stable")] = np.arange(pooled.size)
+    first = 0
+    for im, (scores, is_tp) in zip(used, matched, strict=True):
+        per_image[im][token] = {
+            "n_gt": float(len(gt.get((cat, im), []))),
+            "n_det": float(len(pred[cat, im][1]) if (cat, im) in pred else 0),
+        }
+        for k, (score, hit) in enumerate(zip(scores.tolist(), is_tp.tolist(), strict=True)):
+            per_image[im][f"{token}/det_{k}"] = {"score": score, "tp": float(hit), "rank": float(rank[first + k])}
+        first += scores.size
+    return ap
+
+
+def _grounding_miou(
+    anns: list[dict[str, Any]], grounding: dict[int | str, list[float]], cfg: EvalConfig, per_image: dict
+) -> tuple[MetricSummary, int]:
+    """``xray/loc/miou`` (a missing grounding box counts IoU 0) and the number missing; each annotation's
+    ``grounding_iou`` goes into ``per_image``."""
+    truth_boxes = np.array([a["bbox"] for a in anns]).reshape(-1, 4)
+    has = np.array([a["id"] in grounding for a in anns], dtype=bool)
+    pred_boxes = np.array([grounding.get(a["id"], a["bbox"]) for a in anns]).reshape(-1, 4)
+    ious = np.where(has, grounding_iou(xywh_to_xyxy(pred_boxes), xywh_to_xyxy(truth_boxes)), 0.0)
+    clusters = clusters_of([str(a["image_id"]) for a in anns], cfg.bootstrap)
+    for a, v in zip(anns, ious, strict=True):
+        per_image[a["image_id"]][f"annotation_{a['id']}"] = {"grounding_iou": float(v)}
+    return column_summary(ious, cfg.bootstrap, "miou", clusters), int((~has).sum())
+
+
+def evaluate(inputs: TaskInputs, cfg: EvalConfig) -> Evaluation:
+    """Score the localisation task (see the module docstring)."""
+    images, categories, anns = load_ground_truth(inputs.ground_truth)
+    dets, grounding = load_predictions(inputs.predictions, set(images), categories, {a["id"] for a in anns})
+    gt, pred = _by_category_and_image(anns, dets)
     n_img = len(images)
     out: dict[str, MetricSummary] = {}
     aps = []
     per_image: dict[Any, dict[str, dict[str, float]]] = {im: {} for im in images}
     for cat, token in categories.items():
-        used = [im for im in images if (cat, im) in gt or (cat, im) in pred]
-        matched = [  # as average_precision_at_iou: each image's kept detections, matched, in score order
-            match_image(
-                xywh_to_xyxy(gt.get((cat, im), [])),
-                xywh_to_xyxy(pred[cat, im][0]) if (cat, im) in pred else np.zeros((0, 4)),
-                np.asarray(pred[cat, im][1]) if (cat, im) in pred else np.zeros(0),
-                IOU_THRESHOLD,
-                cfg.xray.loc.max_dets,
-            )
-            for im in used
-        ]
-        pooled = np.concatenate([s for s, _ in matched]) if matched else np.zeros(0)
-        n_gt = sum(len(gt.get((cat, im), [])) for im in used)
-        ap = coco_average_precision(pooled, np.concatenate([t for _, t in matched]) if matched else pooled, n_gt)
+        ap = _category_ap(cat, token, images, gt, pred, cfg.xray.loc.max_dets, per_image)
         out[metric_key(PREFIX, "map_50", "by_category", token)] = summary(ap, n_img, 0 if math.isnan(ap) else n_img)
         if not math.isnan(ap):
             aps.append(ap)
-        rank = np.empty(pooled.size, dtype=np.int64)
-        rank[np.argsort(-pooled, kind="stable")] = np.arange(pooled.size)
-        first = 0
-        for im, (scores, is_tp) in zip(used, matched, strict=True):
-            per_image[im][token] = {
-                "n_gt": float(len(gt.get((cat, im), []))),
-                "n_det": float(len(pred[cat, im][1]) if (cat, im) in pred else 0),
-            }
-            for k, (score, hit) in enumerate(zip(scores.tolist(), is_tp.tolist(), strict=True)):
-                per_image[im][f"{token}/det_{k}"] = {"score": score, "tp": float(hit), "rank": float(rank[first + k])}
-            first += scores.size
     out[metric_key(PREFIX, "map_50")] = summary(float(np.mean(aps)) if aps else math.nan, n_img, n_img if aps else 0)
     notes = []
     n_missing = 0
     if grounding:
-        truth_boxes = np.array([a["bbox"] for a in anns]).reshape(-1, 4)
-        has = np.array([a["id"] in grounding for a in anns], dtype=bool)
-        pred_boxes = np.array([grounding.get(a["id"], a["bbox"]) for a in anns]).reshape(-1, 4)
-        ious = np.where(has, grounding_iou(xywh_to_xyxy(pred_boxes), xywh_to_xyxy(truth_boxes)), 0.0)
-        n_missing = int((~has).sum())
-        out[metric_key(PREFIX, "miou")] = column_summary(
-            ious, cfg.bootstrap, "miou", clusters_of([str(a["image_id"]) for a in anns], cfg.bootstrap)
-        )
-        for a, v in zip(anns, ious, strict=True):
-            per_image[a["image_id"]][f"annotation_{a['id']}"] = {"grounding_iou": float(v)}
+        out[metric_key(PREFIX, "miou")], n_missing = _grounding_miou(anns, grounding, cfg, per_image)
         if n_missing:
             notes.append(f"{n_missing} annotation(s) without a grounding box scored IoU 0")
     else:
@@ -266,7 +291,7 @@ def evaluate(inputs: TaskInputs, cfg: EvalConfig) -> TaskOutput:
     for note in notes:
         log.warning(note)
     records = [CaseRecord(case_id=str(im), subject_id=str(im), metrics=per_image[im]) for im in images]
-    return TaskOutput(
+    return Evaluation(
         records=records,
         aggregates=out,
         item_kind="category",

@@ -24,9 +24,10 @@ import numpy as np
 
 from trackeval.benchmarks.missing import check_missing
 from trackeval.benchmarks.summaries import clusters_of, column_summary, summary
-from trackeval.benchmarks.xray_tasks.common import TaskInputs, TaskOutput
+from trackeval.benchmarks.xray_tasks.common import TaskInputs
 from trackeval.config import EvalConfig
 from trackeval.config.base import BootstrapConfig
+from trackeval.engine.driver import Evaluation
 from trackeval.errors import InputError
 from trackeval.io.files import read_jsonl
 from trackeval.io.hashing import sha256_files
@@ -76,9 +77,9 @@ def _bleu_summaries(stats: BleuStats, boot: BootstrapConfig, clusters: np.ndarra
     }
 
 
-def evaluate(inputs: TaskInputs, cfg: EvalConfig) -> TaskOutput:
-    """Score the report-generation task (see the module docstring)."""
-    c = cfg.xray.report
+def _read_pairs(inputs: TaskInputs) -> tuple[dict[str, list[str]], dict[str, list[str]], list[str]]:
+    """References, predictions, and the warning about references without a prediction; a prediction without a
+    reference is an :class:`InputError`."""
     refs = _reports(inputs.ground_truth, allow_list=True)
     preds = _reports(inputs.predictions, allow_list=False)
     extra = [i for i in preds if i not in refs]
@@ -98,6 +99,37 @@ def evaluate(inputs: TaskInputs, cfg: EvalConfig) -> TaskOutput:
         other_kind="id",
         expected_kind="ids",
     )
+    return refs, preds, notes
+
+
+def _records(
+    ids: list[str], preds: dict[str, list[str]], scores: dict[str, np.ndarray], n_tokens: list[int]
+) -> list[CaseRecord]:
+    """One record per report: sentence BLEU-1..4, ROUGE-L, CIDEr-D and the prediction's token count."""
+    return [
+        CaseRecord(
+            case_id=rid,
+            subject_id=rid,
+            metrics={
+                "report": {
+                    **{f"bleu_{k + 1}": float(scores["bleu"][i, k]) for k in range(BLEU_N)},
+                    "rouge_l": float(scores["rouge_l"][i]),
+                    "cider": float(scores["cider"][i]),
+                    "n_tokens": float(n_tokens[i]),
+                }
+            },
+            status="ok" if rid in preds else "missing_prediction",
+            message="" if rid in preds else "no prediction; scored as an empty report",
+        )
+        for i, rid in enumerate(ids)
+    ]
+
+
+def evaluate(inputs: TaskInputs, cfg: EvalConfig) -> Evaluation:
+    """Score the report-generation task (see the module docstring)."""
+    c = cfg.xray.report
+    refs, preds, notes = _read_pairs(inputs)
+    ids = list(refs)
     ref_tokens = [[tokenize(t) for t in refs[i]] for i in ids]
     for rid, toks in zip(ids, ref_tokens, strict=True):
         if not all(toks):
@@ -110,40 +142,24 @@ def evaluate(inputs: TaskInputs, cfg: EvalConfig) -> TaskOutput:
     hyp_tokens = [tokenize(preds[i][0]) if i in preds else [] for i in ids]
     corpus = NgramCorpus(hyp_tokens, ref_tokens, n=BLEU_N)
     stats = bleu_stats(corpus)
-    rouge = rouge_l(hyp_tokens, ref_tokens, beta=c.rouge_beta)
-    cider = cider_d(corpus, sigma=c.cider_sigma)
-    sentence_bleu = bleu_from_stats(stats.correct, stats.guess, stats.testlen, stats.reflen)
+    scores = {
+        "bleu": bleu_from_stats(stats.correct, stats.guess, stats.testlen, stats.reflen),
+        "rouge_l": rouge_l(hyp_tokens, ref_tokens, beta=c.rouge_beta),
+        "cider": cider_d(corpus, sigma=c.cider_sigma),
+    }
     clusters = clusters_of(ids, cfg.bootstrap)
     out = _bleu_summaries(stats, cfg.bootstrap, clusters)
-    out[metric_key(PREFIX, "rouge_l")] = column_summary(rouge, cfg.bootstrap, "rouge_l", clusters)
-    out[metric_key(PREFIX, "cider")] = column_summary(cider, cfg.bootstrap, "cider", clusters)
-    records = [
-        CaseRecord(
-            case_id=rid,
-            subject_id=rid,
-            metrics={
-                "report": {
-                    **{f"bleu_{k + 1}": float(sentence_bleu[i, k]) for k in range(BLEU_N)},
-                    "rouge_l": float(rouge[i]),
-                    "cider": float(cider[i]),
-                    "n_tokens": float(len(hyp_tokens[i])),
-                }
-            },
-            status="ok" if rid in preds else "missing_prediction",
-            message="" if rid in preds else "no prediction; scored as an empty report",
-        )
-        for i, rid in enumerate(ids)
-    ]
-    n_missing = len(ids) - len(preds)
+    out[metric_key(PREFIX, "rouge_l")] = column_summary(scores["rouge_l"], cfg.bootstrap, "rouge_l", clusters)
+    out[metric_key(PREFIX, "cider")] = column_summary(scores["cider"], cfg.bootstrap, "cider", clusters)
     for note in notes:
         log.warning(note)
-    return TaskOutput(
-        records=records,
+    return Evaluation(
+        records=_records(ids, preds, scores, [len(h) for h in hyp_tokens]),
         aggregates=out,
         item_kind="report",
         ground_truth_digest=sha256_files(inputs.ground_truth),
         predictions_digest=sha256_files(inputs.predictions),
-        summary={"n_reports": len(ids), "n_missing_predictions": n_missing},
+        summary={"n_reports": len(ids), "n_missing_predictions": len(ids) - len(preds)},
         warnings=notes,
         params={"tokenizer": "lowercase_strip_punctuation", "bleu_reflen": "closest"},
     )

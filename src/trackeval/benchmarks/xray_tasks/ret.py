@@ -20,8 +20,9 @@ from pathlib import Path
 import numpy as np
 
 from trackeval.benchmarks.summaries import clusters_of, column_summary
-from trackeval.benchmarks.xray_tasks.common import TaskInputs, TaskOutput
+from trackeval.benchmarks.xray_tasks.common import TaskInputs
 from trackeval.config import EvalConfig
+from trackeval.engine.driver import Evaluation
 from trackeval.errors import InputError
 from trackeval.io.hashing import sha256_files
 from trackeval.io.rankings import RankedLists
@@ -65,7 +66,7 @@ def read_rankings(path: Path, labels: dict[str, str]) -> dict[str, list[str]]:
     return ranked.lists()
 
 
-def evaluate(inputs: TaskInputs, cfg: EvalConfig) -> TaskOutput:
+def evaluate(inputs: TaskInputs, cfg: EvalConfig) -> Evaluation:
     """Score the retrieval task (see the module docstring)."""
     ks = sorted(set(cfg.xray.ret.ks))
     labels = read_labels(inputs.ground_truth)
@@ -96,7 +97,7 @@ def evaluate(inputs: TaskInputs, cfg: EvalConfig) -> TaskOutput:
     aggregates = {
         metric_key(PREFIX, f"p_at_{k}"): column_summary(p[k], cfg.bootstrap, f"p_at_{k}", clusters) for k in ks
     }
-    return TaskOutput(
+    return Evaluation(
         records=records,
         aggregates=aggregates,
         item_kind="list",

@@ -23,11 +23,10 @@ import numpy as np
 
 from trackeval.benchmarks.missing import check_missing
 from trackeval.benchmarks.summaries import clusters_of, mean_summaries
-from trackeval.benchmarks.xray_tasks.common import TaskInputs, TaskOutput, unique_tokens
+from trackeval.benchmarks.xray_tasks.common import TaskInputs, unique_tokens
 from trackeval.config import EvalConfig
-from trackeval.engine.executors import map_cases
+from trackeval.engine.driver import Evaluation, Scored, case_digests, score_cases
 from trackeval.errors import InputError
-from trackeval.io.hashing import sha256_text
 from trackeval.io.images import load_image
 from trackeval.io.nifti import read_bytes_digest, read_label_map
 from trackeval.io.paths import check_case_id, resolve_inside
@@ -55,13 +54,6 @@ class _Job:
     pred: Path | None
     labels: dict[str, int]
     missing_policy: str
-
-
-@dataclass(frozen=True)
-class _Scored:
-    record: CaseRecord
-    truth_digest: str
-    pred_digest: str
 
 
 def _case_id(path: Path) -> str | None:
@@ -102,7 +94,7 @@ def read_label_image(path: Path, *, case_id: str) -> tuple[np.ndarray, str]:
     return array, vol.digest
 
 
-def score_case(job: _Job) -> _Scored:
+def score_case(job: _Job) -> Scored:
     """Read, validate and score one image (runs in a worker)."""
     truth, truth_digest = read_label_image(job.truth, case_id=job.case_id)
     if job.pred is None:
@@ -151,7 +143,7 @@ def score_case(job: _Job) -> _Scored:
         status="missing_prediction" if missing else "ok",
         message=f"no prediction file; scored by policy '{job.missing_policy}'" if missing else "",
     )
-    return _Scored(record, truth_digest, pred_digest)
+    return Scored(record, truth_digest, pred_digest)
 
 
 def read_label_names(path: Path) -> dict[str, int]:
@@ -189,7 +181,7 @@ def _files(folder: Path, role: str) -> dict[str, Path]:
     return out
 
 
-def evaluate(inputs: TaskInputs, cfg: EvalConfig) -> TaskOutput:
+def evaluate(inputs: TaskInputs, cfg: EvalConfig) -> Evaluation:
     """Score the segmentation task (see the module docstring)."""
     c = cfg.xray.seg
     labels = read_label_names(inputs.label_names) if inputs.label_names is not None else dict(c.labels)
@@ -218,7 +210,7 @@ def evaluate(inputs: TaskInputs, cfg: EvalConfig) -> TaskOutput:
     for note in notes:
         log.warning(note)
     jobs = [_Job(cid, truth[cid], preds.get(cid), labels, c.missing_prediction) for cid in truth]
-    scored = map_cases(score_case, jobs, cfg.engine, "X-ray seg images")
+    scored = score_cases(score_case, jobs, cfg.engine, "X-ray seg images")
     records = [s.record for s in scored]
     classes = list(labels)
     clusters = clusters_of(records, cfg.bootstrap)
@@ -229,12 +221,13 @@ def evaluate(inputs: TaskInputs, cfg: EvalConfig) -> TaskOutput:
             dtype=np.float64,
         ).reshape(len(records), len(classes))
         out.update(mean_summaries(metric_key(PREFIX, key), values, classes, "class", cfg.bootstrap, key, clusters))
-    return TaskOutput(
+    truth_digest, pred_digest = case_digests(scored)
+    return Evaluation(
         records=records,
         aggregates=out,
         item_kind="class",
-        ground_truth_digest=sha256_text(*(f"{s.record.case_id}:{s.truth_digest}" for s in scored)),
-        predictions_digest=sha256_text(*(f"{s.record.case_id}:{s.pred_digest}" for s in scored)),
+        ground_truth_digest=truth_digest,
+        predictions_digest=pred_digest,
         summary={
             "n_images": len(records),
             "n_missing_predictions": sum(r.status == "missing_prediction" for r in records),

@@ -13,15 +13,22 @@ list of benchmark names anywhere else. Loading a spec imports only its declarati
 from __future__ import annotations
 
 import functools
+import importlib
 import inspect
-from collections.abc import Iterable
+import re
+from collections.abc import Callable, Iterable
 from importlib.metadata import entry_points
+from typing import Any, Literal
 
 from trackeval.errors import ConfigError
 from trackeval.spec import BenchmarkSpec, MetricInfo
 
 #: The entry-point group benchmark units are declared in.
 ENTRY_POINT_GROUP = "trackeval.benchmarks"
+#: How a spec names a hook without importing it: ``package.module:function``.
+HOOK_REF = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*\Z")
+#: The optional hooks of a spec (:attr:`~trackeval.spec.BenchmarkSpec.audit`, ``example``).
+Hook = Literal["audit", "example"]
 
 
 def _check_evaluate(ep_name: str, spec: BenchmarkSpec) -> None:
@@ -34,6 +41,18 @@ def _check_evaluate(ep_name: str, spec: BenchmarkSpec) -> None:
         ) from exc
     except ValueError:
         return  # a builtin without a signature: cannot be checked
+
+
+def _check_hooks(ep_name: str, spec: BenchmarkSpec) -> None:
+    """``audit`` and ``example`` are None, a callable or a ``module:function`` reference (not imported here)."""
+    for kind in ("audit", "example"):
+        value = getattr(spec, kind)
+        if value is None or callable(value) or (isinstance(value, str) and HOOK_REF.fullmatch(value)):
+            continue
+        raise ConfigError(
+            f"benchmark unit {spec.name!r} (entry point {ep_name}): {kind} must be a callable or "
+            f"'module:function', got {value!r}"
+        )
 
 
 def _specs_of(name: str, obj: object) -> list[BenchmarkSpec]:
@@ -53,7 +72,8 @@ def units() -> dict[str, BenchmarkSpec]:
 
     Raises :class:`~trackeval.errors.ConfigError` for a plug-in that cannot be imported, declares something
     that is not a spec, registers a unit name twice, reuses a config section with a different model, or whose
-    ``evaluate`` does not take ``(inputs, config, model)``. (A spec whose primary, summary or plotted metric is
+    ``evaluate`` does not take ``(inputs, config, model)``, or whose ``audit`` or ``example`` is neither a
+    callable nor a ``module:function`` reference. (A spec whose primary, summary or plotted metric is
     not one of its declared :class:`~trackeval.spec.MetricInfo` cannot even be built: the plug-in's import fails.)
     """
     found: dict[str, BenchmarkSpec] = {}
@@ -77,6 +97,7 @@ def units() -> dict[str, BenchmarkSpec]:
                     f"benchmark unit {spec.name!r} uses the reserved config section {spec.config_section!r}"
                 )
             _check_evaluate(ep.name, spec)
+            _check_hooks(ep.name, spec)
             found[spec.name] = spec
             sections.setdefault(spec.config_section, spec)
     return dict(sorted(found.items()))
@@ -103,3 +124,28 @@ def metric_info(unit_name: str, path: str) -> MetricInfo | None:
     unit, or None (an unknown unit, e.g. a plug-in not installed here, or an undeclared metric)."""
     spec = units().get(unit_name)
     return None if spec is None else spec.metric_info(path)
+
+
+def with_hook(kind: Hook) -> list[BenchmarkSpec]:
+    """The registered units that declare the hook ``kind`` (``audit``: ``trackeval audit <unit>``; ``example``:
+    ``trackeval demo``), by name."""
+    return [spec for spec in units().values() if getattr(spec, kind) is not None]
+
+
+def hook(spec: BenchmarkSpec, kind: Hook) -> Callable[..., Any]:
+    """``spec``'s hook ``kind`` as a callable, importing a ``module:function`` reference (the import runs only
+    here, when the hook is used). Raises :class:`~trackeval.errors.ConfigError` (one line naming the unit) when
+    the unit declares none, or the reference cannot be imported or names something that is not callable."""
+    value = getattr(spec, kind)
+    if value is None:
+        raise ConfigError(f"benchmark unit {spec.name!r} declares no {kind}")
+    if not isinstance(value, str):
+        return value
+    module, _, name = value.partition(":")
+    try:
+        found = getattr(importlib.import_module(module), name)
+    except Exception as exc:  # noqa: BLE001 - a broken plug-in is named, never a traceback
+        raise ConfigError(f"benchmark unit {spec.name!r}: cannot load its {kind} {value}: {exc}") from exc
+    if not callable(found):
+        raise ConfigError(f"benchmark unit {spec.name!r}: its {kind} {value} is not callable")
+    return found

@@ -104,27 +104,8 @@ class IMISConfig(Section):
             return data
         data = dict(data)
         if data.get("preset", "none") == "ritm":
-            for name, value in RITM_PRESET.items():
-                given = [f for f in (("max_clicks", "max_turns") if name == "max_clicks" else (name,)) if f in data]
-                for f in given:
-                    if not _same(data[f], value):
-                        raise ValueError(
-                            f"imis.{f}={data[f]!r} conflicts with imis.preset=ritm (which sets {f}={value!r}); "
-                            f"drop imis.{f} or the preset"
-                        )
-                if not given:
-                    data[name] = value
-        has_clicks, has_turns = "max_clicks" in data, "max_turns" in data
-        clicks, turns = _as_int(data.get("max_clicks")), _as_int(data.get("max_turns"))
-        if has_clicks and has_turns and clicks is not None and turns is not None and clicks != turns:
-            raise ValueError(
-                f"imis.max_clicks={data['max_clicks']!r} and imis.max_turns={data['max_turns']!r} differ "
-                "(max_turns is the former name of max_clicks: give one of them)"
-            )
-        if has_clicks and not has_turns:
-            data["max_turns"] = data["max_clicks"]
-        elif has_turns and not has_clicks:
-            data["max_clicks"] = data["max_turns"]
+            _apply_ritm_preset(data)
+        _align_clicks_and_turns(data)
         return data
 
     @field_validator("prompt_types")
@@ -149,6 +130,37 @@ class IMISConfig(Section):
         if len(set(v.values())) != len(v):
             raise ValueError("two target names share one label id")
         return v
+
+
+def _apply_ritm_preset(data: dict[str, Any]) -> None:
+    """Set each :data:`RITM_PRESET` field not given in ``data`` (raw input, edited in place); a given value that
+    differs is a ``ValueError`` (``max_turns``, the former name of ``max_clicks``, counts as given)."""
+    for name, value in RITM_PRESET.items():
+        given = [f for f in (("max_clicks", "max_turns") if name == "max_clicks" else (name,)) if f in data]
+        for f in given:
+            if not _same(data[f], value):
+                raise ValueError(
+                    f"imis.{f}={data[f]!r} conflicts with imis.preset=ritm (which sets {f}={value!r}); "
+                    f"drop imis.{f} or the preset"
+                )
+        if not given:
+            data[name] = value
+
+
+def _align_clicks_and_turns(data: dict[str, Any]) -> None:
+    """Give ``max_clicks`` and its former name ``max_turns`` one value (raw input, edited in place): the one
+    given, or a ``ValueError`` when both are given as different integers."""
+    has_clicks, has_turns = "max_clicks" in data, "max_turns" in data
+    clicks, turns = _as_int(data.get("max_clicks")), _as_int(data.get("max_turns"))
+    if has_clicks and has_turns and clicks is not None and turns is not None and clicks != turns:
+        raise ValueError(
+            f"imis.max_clicks={data['max_clicks']!r} and imis.max_turns={data['max_turns']!r} differ "
+            "(max_turns is the former name of max_clicks: give one of them)"
+        )
+    if has_clicks and not has_turns:
+        data["max_turns"] = data["max_clicks"]
+    elif has_turns and not has_clicks:
+        data["max_clicks"] = data["max_turns"]
 
 
 def _as_int(value: Any) -> int | None:

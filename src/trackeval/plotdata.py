@@ -24,11 +24,13 @@ from __future__ import annotations
 
 import math
 import re
-import warnings
 
 import numpy as np
 
+from trackeval.metrics.classification import calibration_bins
+from trackeval.registry import metric_info, units
 from trackeval.results import BenchmarkResult, PlotSpec
+from trackeval.stats.reduce import nan_mean
 
 #: the group of the pooled (micro-averaged) rows of the label/score kinds
 POOLED = "(pooled)"
@@ -133,13 +135,18 @@ def pr_rows(result: BenchmarkResult, dim: str = "finding") -> list[dict[str, obj
 
 
 def operating_point_rows(result: BenchmarkResult, dim: str = "finding") -> list[dict[str, object]]:
-    """The operating point of each item whose ``<unit>/threshold_at_sens95/by_<dim>/<item>`` aggregate holds a
-    threshold: rows ``{dim, threshold, fpr, tpr, precision}`` of the rule ``score >= threshold`` on the
-    records (precision None when nothing is called)."""
+    """The operating point of each item whose ``<unit>/<threshold>/by_<dim>/<item>`` aggregate holds a threshold
+    (``<threshold>``: the unit's metric declared with ``operating_point=True``, X-ray's ``threshold_at_sens95``):
+    rows ``{dim, threshold, fpr, tpr, precision}`` of the rule ``score >= threshold`` on the records (precision
+    None when nothing is called); none for a unit that declares no threshold or is not registered here."""
+    spec = units().get(result.unit)
+    names = [m.name for m in spec.metrics if m.operating_point] if spec is not None else []
+    if not names:
+        return []
     pairs = label_score_pairs(result)
     rows: list[dict[str, object]] = []
     for item, (y, s) in pairs.items():
-        agg = result.aggregates.get(f"{result.unit}/threshold_at_sens95/by_{dim}/{item}")
+        agg = result.aggregates.get(f"{result.unit}/{names[0]}/by_{dim}/{item}")
         if agg is None or agg.value is None or not _both_classes(y):
             continue
         called = s >= agg.value
@@ -156,35 +163,34 @@ def operating_point_rows(result: BenchmarkResult, dim: str = "finding") -> list[
     return rows
 
 
-def reliability_bins(result: BenchmarkResult) -> int:
-    """The number of equal-width bins: the result's ``<benchmark>.<task>.ece_bins`` (or ``<benchmark>.ece_bins``)
-    config, else :data:`DEFAULT_BINS`."""
-    section = result.config.get(result.benchmark, {})
-    if isinstance(section, dict):
-        for where in (section.get(result.task, {}), section):
-            if isinstance(where, dict) and isinstance(where.get("ece_bins"), int):
-                return int(where["ece_bins"])
-    return DEFAULT_BINS
+def reliability_bins(result: BenchmarkResult, metric: str) -> int:
+    """The number of equal-width bins of the calibration metric ``metric`` (relative to the unit): the config
+    value its :class:`~trackeval.spec.MetricInfo` names in ``bins`` (``xray.cls.ece_bins``), else
+    :data:`DEFAULT_BINS` (an undeclared metric, or a config without that value)."""
+    info = metric_info(result.unit, metric)
+    if info is None or info.bins is None:
+        return DEFAULT_BINS
+    node: object = result.config
+    for part in info.bins.split("."):
+        node = node.get(part) if isinstance(node, dict) else None
+    return node if isinstance(node, int) and not isinstance(node, bool) else DEFAULT_BINS
 
 
 def reliability_rows(
-    result: BenchmarkResult, dim: str = "finding", n_bins: int | None = None
+    result: BenchmarkResult, dim: str = "finding", n_bins: int | None = None, metric: str = ""
 ) -> list[dict[str, object]]:
     """Calibration per item, then pooled: one row per non-empty bin ``{dim, bin, bin_low, bin_high, n,
-    mean_predicted, observed_frequency}``. Bins are ``n_bins`` (default :func:`reliability_bins`) equal-width
-    intervals ``(lo, hi]`` of the score, the first closed, exactly as
-    :func:`trackeval.metrics.classification.expected_calibration_error` bins them (so
-    ``sum n/N * |observed - predicted|`` over an item's rows is its ECE)."""
-    n_bins = n_bins or reliability_bins(result)
+    mean_predicted, observed_frequency}``. Bins are ``n_bins`` (default: :func:`reliability_bins` of
+    ``metric``) equal-width intervals ``(lo, hi]`` of the score, the first closed: the binning of
+    :func:`trackeval.metrics.classification.calibration_bins`, so ``sum n/N * |observed - predicted|`` over an
+    item's rows is its ECE."""
+    n_bins = n_bins or reliability_bins(result, metric)
     pairs = label_score_pairs(result)
     if not pairs:
         return []
     rows: list[dict[str, object]] = []
     for item, (y, s) in [*pairs.items(), (POOLED, _pooled(pairs))]:
-        idx = np.clip(np.ceil(s * n_bins).astype(np.int64) - 1, 0, n_bins - 1)
-        count = np.bincount(idx, minlength=n_bins)
-        pred = np.bincount(idx, weights=s, minlength=n_bins)
-        obs = np.bincount(idx, weights=y, minlength=n_bins)
+        count, pred, obs = calibration_bins(y, s, n_bins)
         for b in np.flatnonzero(count):
             rows.append(
                 {
@@ -298,9 +304,9 @@ def _series_from_aggregates(result: BenchmarkResult, plot: PlotSpec) -> list[dic
     ]
 
 
-def _series_from_records(result: BenchmarkResult, plot: PlotSpec) -> list[dict[str, object]]:
-    from trackeval.stats.bootstrap import bootstrap_means, cluster_codes, group_seed
-
+def _record_columns(result: BenchmarkResult, plot: PlotSpec) -> dict[tuple[str, str], str]:
+    """``{(series value, x value): per-case metric name}`` of the records' metrics that match
+    ``plot.case_metric`` (``dice_{prompt}_{click}``)."""
     series, dim = plot.series, plot.dimension
     if f"{{{series}}}" not in plot.case_metric or f"{{{dim}}}" not in plot.case_metric:
         raise ValueError(f"case_metric {plot.case_metric!r} must hold the placeholders {{{series}}} and {{{dim}}}")
@@ -309,49 +315,56 @@ def _series_from_records(result: BenchmarkResult, plot: PlotSpec) -> list[dict[s
         f"(?P<{p[1:-1]}>[a-z0-9]+)" if p in (f"{{{series}}}", f"{{{dim}}}") else re.escape(p) for p in parts
     )
     pattern = re.compile(f"^{regex}$")
-    cases = [c for c in result.cases if c.metrics]
     columns: dict[tuple[str, str], str] = {}
-    for case in cases:
+    for case in result.cases:
         for m in case.metrics.values():
             for name in m:
                 if (hit := pattern.match(name)) is not None:
                     columns[(hit[series], hit[dim])] = name
+    return columns
+
+
+def _case_means(cases: list, names: list[str]) -> np.ndarray:
+    """``(n_cases, len(names))``: each case's mean over its items of each per-case metric (NaN: none valid)."""
+    values = np.full((len(cases), len(names)), np.nan)
+    for i, case in enumerate(cases):
+        per_item = [[math.nan if m.get(n) is None else m[n] for n in names] for m in case.metrics.values()]
+        values[i] = nan_mean(np.array(per_item, dtype=float).reshape(-1, len(names)), axis=0)
+    return values
+
+
+def _series_from_records(result: BenchmarkResult, plot: PlotSpec) -> list[dict[str, object]]:
+    """Series rows from the case records, when the result has no nested aggregates: the mean over cases of each
+    case's item mean, with the result's own bootstrap (its clusters, resamples, seed and interval)."""
+    from trackeval.stats.bootstrap import bootstrap_means, cluster_codes, group_seed
+
+    columns = _record_columns(result, plot)
+    cases = [c for c in result.cases if c.metrics]
     if not cases or not columns:
         return []
     keys = sorted(columns, key=lambda sx: (sx[0], _as_number(sx[1]) if sx[1].isdigit() else 0, sx[1]))
-    values = np.full((len(cases), len(keys)), np.nan)
-    for i, case in enumerate(cases):
-        per_item = [
-            [math.nan if m.get(columns[k]) is None else m[columns[k]] for k in keys] for m in case.metrics.values()
-        ]
-        with warnings.catch_warnings():  # an all-NaN column of a case: NaN, excluded as in the aggregates
-            warnings.simplefilter("ignore", RuntimeWarning)
-            values[i] = np.nanmean(np.array(per_item, dtype=float).reshape(-1, len(keys)), axis=0)
     boot = result.config.get("bootstrap", {})
     cluster, interval = result.resampling
     ci = bootstrap_means(
-        values,
+        _case_means(cases, [columns[k] for k in keys]),
         int(boot.get("n_resamples", 1000)),
         group_seed(int(boot.get("seed", 0)), ""),
         float(boot.get("confidence", 0.95)),
         cluster_codes([c.subject_id for c in cases]) if cluster == "subject_id" else None,
         interval,
     )
-    rows: list[dict[str, object]] = []
-    for j, (s, x) in enumerate(keys):
-        if math.isnan(ci.value[j]):
-            continue
-        rows.append(
-            {
-                series: s,
-                dim: _as_number(x),
-                "value": float(ci.value[j]),
-                "ci95_low": None if math.isnan(ci.low[j]) else float(ci.low[j]),
-                "ci95_high": None if math.isnan(ci.high[j]) else float(ci.high[j]),
-                "n_valid": int(ci.n_valid[j]),
-            }
-        )
-    return rows
+    return [
+        {
+            plot.series: s,
+            plot.dimension: _as_number(x),
+            "value": float(ci.value[j]),
+            "ci95_low": None if math.isnan(ci.low[j]) else float(ci.low[j]),
+            "ci95_high": None if math.isnan(ci.high[j]) else float(ci.high[j]),
+            "n_valid": int(ci.n_valid[j]),
+        }
+        for j, (s, x) in enumerate(keys)
+        if not math.isnan(ci.value[j])
+    ]
 
 
 def series_rows(result: BenchmarkResult, plot: PlotSpec) -> list[dict[str, object]]:
@@ -380,7 +393,7 @@ def plot_rows(result: BenchmarkResult, plot: PlotSpec) -> list[dict[str, object]
     if plot.kind == "pr":
         return pr_rows(result, plot.dimension)
     if plot.kind == "reliability":
-        return reliability_rows(result, plot.dimension)
+        return reliability_rows(result, plot.dimension, metric=plot.metric)
     if plot.kind == "box":
         return box_rows(result, plot)
     if plot.kind == "curve_k":

@@ -1,0 +1,230 @@
+"""The evidence behind the aliases: whether ``@champion`` and ``@previous`` rest on a recorded passing decision
+whose evidence still holds (:func:`verify_aliases`), and the withdrawal of the aliases that rested on a
+version's old evidence after ``track --replace`` (:func:`withdraw_replaced`).
+
+A decision records the digests (sha256 of results.json) of the evaluation runs on both sides
+(:mod:`trackeval.tracking.decision_runs`); the evidence holds while those versions' evaluation runs still give
+the same digests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from trackeval.errors import InputError
+from trackeval.tracking.client import Mlflow, TrackingError, check_model_ref, error_code, quote
+from trackeval.tracking.decision_runs import runs_param
+from trackeval.tracking.evidence import run_digest
+from trackeval.tracking.registry import (
+    eval_runs,
+    registered_aliases,
+    registered_model,
+    registered_version_name,
+    set_alias_to,
+)
+from trackeval.tracking.tags import KIND_GATE, PROMOTED_TAG, TAG
+
+
+class _Evidence:
+    """The evidence digests of a model's versions now (``{unit: sha256 of results.json}`` per registry version),
+    each read once; ``override`` replaces a version's (the evidence it had before ``track --replace``)."""
+
+    def __init__(self, ml: Mlflow, name: str, override: Mapping[str, Mapping[str, str]] | None = None) -> None:
+        self.ml, self.name = ml, name
+        self._versions: dict[str, dict[str, str] | None] = {k: dict(v) for k, v in (override or {}).items()}
+        self._runs: dict[str, str] = {}
+
+    def run(self, run_id: str) -> str:
+        """The evidence digest of one evaluation run (``missing`` when it has no readable results.json)."""
+        if run_id not in self._runs:
+            try:
+                self._runs[run_id] = run_digest(self.ml, run_id)
+            except (TrackingError, OSError):
+                self._runs[run_id] = "missing"
+        return self._runs[run_id]
+
+    def of(self, version: str) -> dict[str, str] | None:
+        """``{unit: digest}`` of registry version ``version`` (None when there is no such version)."""
+        if version not in self._versions:
+            try:
+                mv = self.ml.call("get_model_version", self.ml.client.get_model_version, self.name, version)
+            except TrackingError as exc:
+                if error_code(exc) is None:
+                    raise
+                self._versions[version] = None
+            else:
+                self._versions[version] = {u: self.run(r) for u, r in eval_runs(mv).items()}
+        return self._versions[version]
+
+
+def _passing_decisions(ml: Mlflow, name: str, version: str | None = None) -> list[Any]:
+    """FINISHED passing decision runs of model ``name`` (of candidate registry version ``version``), newest first,
+    that made their candidate champion: tagged ``trackeval.gate.promoted=true``, or recorded before that tag
+    and evidence digests existed."""
+    flt = (
+        f"tags.`{TAG}kind` = {quote(KIND_GATE)} and tags.`{TAG}model_name` = {quote(name)} "
+        f"and tags.`{TAG}gate.verdict` = 'pass' and attributes.status = 'FINISHED'"
+    )
+    if version is not None:
+        flt += f" and tags.`{TAG}gate.candidate` = {quote(version)}"
+    found = ml.search(flt)
+    return [r for r in found if r.data.tags.get(PROMOTED_TAG) == "true" or "candidate_evidence" not in r.data.params]
+
+
+def _decision_problem(ev: _Evidence, run: Any) -> str | None:
+    """Why passing decision ``run`` no longer holds (None: it does): the evidence it recorded on either side (the
+    candidate's, and the champion's it was gated against) differs from what those versions' evaluation runs hold
+    now. A decision recorded before evidence digests existed is compared through the runs it names."""
+    params, tags = run.data.params, run.data.tags
+    sides = [("candidate", tags.get(TAG + "gate.candidate", ""))]
+    if tags.get(TAG + "gate.champion"):
+        sides.append(("champion", tags[TAG + "gate.champion"]))
+    for side, version in sides:
+        recorded = runs_param(params.get(f"{side}_evidence", ""))
+        if f"{side}_evidence" not in params:  # legacy: the digests of the runs it names, as they are now
+            recorded = {u: ev.run(r) for u, r in runs_param(params.get(f"{side}_runs", "")).items()}
+        current = ev.of(version)
+        whose = "its" if side == "candidate" else f"the champion's it was gated against (version {version})"
+        if current is None:
+            return f"decision run {run.info.run_id}: {whose} registered version no longer exists"
+        for unit, digest in sorted(recorded.items()):
+            now = current.get(unit)
+            if now != digest:
+                shown = "no evaluation" if now is None else now[:12]
+                return (
+                    f"evidence changed since decision run {run.info.run_id} made it so: {whose} {unit} results "
+                    f"digest {digest[:12]} then, {shown} now"
+                )
+    return None
+
+
+def _holding(ml: Mlflow, name: str, ev: _Evidence, version: str) -> tuple[Any | None, str | None]:
+    """The newest decision that made registry version ``version`` champion and still holds, or ``(None,
+    problem)``: ``moved outside the gate`` (no such decision) or why the newest one no longer holds."""
+    decisions = _passing_decisions(ml, name, version)
+    if not decisions:
+        return None, "moved outside the gate"
+    problems = []
+    for run in decisions:
+        problem = _decision_problem(ev, run)
+        if problem is None:
+            return run, None
+        problems.append(problem)
+    return None, problems[0]
+
+
+@dataclass(frozen=True)
+class AliasStatus:
+    """One alias as ``verify`` found it: the registry version it names, trackeval's label of it, the decision run
+    that made it so (``champion`` / ``previous``) and the problem (None: it holds)."""
+
+    alias: str
+    version: str
+    label: str
+    problem: str | None
+    decision_run: str | None = None
+
+    def line(self) -> str:
+        """``@champion -> version 3 (v3): moved outside the gate`` (or ``...: ok, ...``)."""
+        if self.problem:
+            what = self.problem
+        elif self.decision_run:
+            what = f"ok (decision run {self.decision_run}; evidence unchanged)"
+        else:
+            what = "ok (a tracked version)"
+        return f"@{self.alias} -> version {self.version} ({self.label}): {what}"
+
+
+#: the aliases ``verify`` checks, in this order
+VERIFIED_ALIASES = ("champion", "previous", "challenger")
+
+
+def verify_aliases(ml: Mlflow, name: str) -> list[AliasStatus]:
+    """Check that every alias of registered model ``name`` rests on evidence that passed: ``@champion`` and
+    ``@previous`` each name a version made champion by a recorded passing decision (``trackeval.gate.promoted``)
+    whose evidence still holds (the results digests it recorded for the candidate, and for the champion it was
+    gated against, equal those of the runs the versions' ``eval_run`` tags point to now, artifacts re-read);
+    ``@challenger`` names a tracked version (one with an ``eval_run`` tag). A unit tracked after the decision
+    does not count against it. Returns one status per alias present.
+
+    Raises :class:`InputError` when ``name`` is not a registered model (or not a valid model name).
+    """
+    check_model_ref(name, "name")
+    if registered_model(ml, name) is None:
+        raise InputError(
+            f"model {name!r} is not registered: nothing to verify (run `trackeval track`)", field="--model"
+        )
+    aliases = {k: str(v) for k, v in registered_aliases(ml, name).items()}
+    ev = _Evidence(ml, name)
+    out = []
+    for alias in VERIFIED_ALIASES:
+        if alias not in aliases:
+            continue
+        version = aliases[alias]
+        try:
+            mv = ml.call("get_model_version", ml.client.get_model_version, name, version)
+        except TrackingError as exc:
+            if error_code(exc) is None:
+                raise
+            out.append(AliasStatus(alias, version, "?", "names no registered version"))
+            continue
+        label = registered_version_name(mv)
+        if alias == "challenger":
+            problem = None if eval_runs(mv) else "not a tracked version (no trackeval.eval_run.<unit> tag)"
+            out.append(AliasStatus(alias, version, label, problem))
+            continue
+        run, problem = _holding(ml, name, ev, version)
+        out.append(AliasStatus(alias, version, label, problem, None if run is None else run.info.run_id))
+    return out
+
+
+def withdraw_replaced(ml: Mlflow, name: str, version: str, old: Mapping[str, str]) -> list[str]:
+    """After ``track --replace`` changed the evidence of registry version ``version`` (``old``: its ``{unit:
+    digest}`` before), withdraw every alias that rested on the old evidence: one that held before and no longer
+    holds (:func:`verify_aliases`' rule), i.e. the version itself and any champion gated against it.
+
+    A withdrawn ``@champion`` returns to the most recent earlier champion (a ``promoted`` decision, newest first,
+    of another version) whose decision still holds, with ``@previous`` = the champion that decision was made
+    against when that one holds too; none left: both are removed. A withdrawn ``@previous`` alone is removed. The
+    replaced version becomes ``@challenger`` (unless it is still champion), so ``promote`` gates it again on the
+    new evidence. Returns what was done, one line per alias moved.
+    """
+    after = _Evidence(ml, name)
+    before = _Evidence(ml, name, override={version: old})
+    aliases = {k: str(v) for k, v in registered_aliases(ml, name).items()}
+
+    def rested(alias: str) -> bool:
+        held = aliases.get(alias)
+        return (
+            bool(held)
+            and _holding(ml, name, before, held)[0] is not None
+            and _holding(ml, name, after, held)[0] is None
+        )
+
+    target = dict(aliases)
+    if rested("champion"):
+        target["champion"] = target["previous"] = None  # type: ignore[assignment]
+        for run in _passing_decisions(ml, name):
+            candidate = run.data.tags.get(TAG + "gate.candidate", "")
+            if candidate in (version, aliases["champion"]) or _decision_problem(after, run) is not None:
+                continue
+            target["champion"] = candidate
+            base = run.data.tags.get(TAG + "gate.champion", "")
+            if base and _holding(ml, name, after, base)[0] is not None:
+                target["previous"] = base
+            break
+    elif rested("previous"):
+        target["previous"] = None  # type: ignore[assignment]
+    if target.get("champion") != version:
+        target["challenger"] = version
+    done = []
+    for alias in VERIFIED_ALIASES:
+        if target.get(alias) != aliases.get(alias):
+            set_alias_to(ml, name, alias, target.get(alias), aliases)
+            was = aliases.get(alias)
+            now = "removed" if target.get(alias) is None else f"-> version {target[alias]}"
+            why = f" (it rested on the replaced evidence of version {version})" if alias != "challenger" else ""
+            done.append(f"@{alias} {now}" + (f", was version {was}{why}" if was else ""))
+    return done
