@@ -493,3 +493,14 @@ def test_demo_evaluates_the_example_of_the_unit_asked_for(plugin, tmp_path: Path
     argv = ["demo", "--unit", "toy", "--out", "out", "--executor", "local", "--set", "bootstrap.n_resamples=20"]
     assert main(argv) == 0, capsys.readouterr().err
     assert json.loads((tmp_path / "out" / "results.json").read_text())["benchmark"] == "toy"
+
+
+def test_the_former_baselines_path_is_a_lazy_alias() -> None:
+    """``--model trackeval.interactive.baselines:region_grower`` (written before the demo models moved to
+    ``trackeval.demo.baselines``) still resolves, to the same object; an unknown name is an AttributeError."""
+    from trackeval.demo import baselines
+    from trackeval.interactive import baselines as alias
+
+    assert alias.region_grower is baselines.region_grower and alias.RegionGrower is baselines.RegionGrower
+    with pytest.raises(AttributeError):
+        alias.no_such_model  # noqa: B018

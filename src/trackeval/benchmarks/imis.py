@@ -211,33 +211,55 @@ def _summaries(
     return out
 
 
+def _case_rows(r: CaseRecord, names: list[str], target: str | None = None) -> np.ndarray:
+    """``(targets, columns)`` array of one case's values, targets in sorted order and columns in ``names`` order
+    (NaN where a target lacks a column); ``target``: that target's row alone (none when the case lacks it)."""
+    items = [m for t, m in sorted(r.metrics.items()) if target is None or t == target]
+    vals = [[math.nan if m.get(c) is None else m[c] for c in names] for m in items]
+    return np.array(vals, dtype=float).reshape(len(items), len(names))
+
+
+def _level_summaries(
+    usable: list[CaseRecord], cols: list[tuple[tuple[str, ...], str]], cfg: EvalConfig, level: bool, prefix: str
+) -> dict[str, MetricSummary]:
+    """Summaries at one level (``level``: mask level, else image level) over every case, then by modality and by
+    region (each value in sorted order)."""
+    names = [name for _, name in cols]
+    rows = [_case_rows(r, names) for r in usable]
+    out = _summaries(prefix, (), cols, rows, cfg, level, clusters_of(usable, cfg.bootstrap))
+    for dim in ("modality", "region"):
+        for value in sorted({r.groups[dim] for r in usable}):
+            subset = [r for r in usable if r.groups[dim] == value]
+            sub_rows = [_case_rows(r, names) for r in subset]
+            out.update(
+                _summaries(prefix, (f"by_{dim}", value), cols, sub_rows, cfg, level, clusters_of(subset, cfg.bootstrap))
+            )
+    return out
+
+
+def _target_summaries(
+    usable: list[CaseRecord], cols: list[tuple[tuple[str, ...], str]], cfg: EvalConfig
+) -> dict[str, MetricSummary]:
+    """Image-level summaries per target (sorted), each over the cases that have the target."""
+    names = [name for _, name in cols]
+    out: dict[str, MetricSummary] = {}
+    for target in sorted({t for r in usable for t in r.metrics}):
+        subset = [r for r in usable if target in r.metrics]
+        sub_rows = [_case_rows(r, names, target) for r in subset]
+        out.update(
+            _summaries(NAME, ("by_target", target), cols, sub_rows, cfg, False, clusters_of(subset, cfg.bootstrap))
+        )
+    return out
+
+
 def aggregate(records: list[CaseRecord], cfg: EvalConfig, prompt_types: tuple[str, ...]) -> dict[str, MetricSummary]:
     """Every IMIS aggregate key (see the module docstring)."""
     cols = metric_columns(cfg.imis, prompt_types)
-    names = [name for _, name in cols]
-
-    def rows(r: CaseRecord, target: str | None = None) -> np.ndarray:
-        items = [m for t, m in sorted(r.metrics.items()) if target is None or t == target]
-        vals = [[math.nan if m.get(c) is None else m[c] for c in names] for m in items]
-        return np.array(vals, dtype=float).reshape(len(items), len(names))
-
     usable = [r for r in records if r.metrics]
-
-    def clusters(subset: list[CaseRecord]) -> np.ndarray | None:
-        return clusters_of(subset, cfg.bootstrap)
-
     out: dict[str, MetricSummary] = {}
     for level, prefix in ((False, NAME), (True, metric_key(NAME, "mask_level"))):
-        out.update(_summaries(prefix, (), cols, [rows(r) for r in usable], cfg, level, clusters(usable)))
-        for dim in ("modality", "region"):
-            for value in sorted({r.groups[dim] for r in usable}):
-                subset = [r for r in usable if r.groups[dim] == value]
-                sub_rows = [rows(r) for r in subset]
-                out.update(_summaries(prefix, (f"by_{dim}", value), cols, sub_rows, cfg, level, clusters(subset)))
-    for target in sorted({t for r in usable for t in r.metrics}):
-        subset = [r for r in usable if target in r.metrics]
-        sub_rows = [rows(r, target) for r in subset]
-        out.update(_summaries(NAME, ("by_target", target), cols, sub_rows, cfg, False, clusters(subset)))
+        out.update(_level_summaries(usable, cols, cfg, level, prefix))
+    out.update(_target_summaries(usable, cols, cfg))
     return out
 
 

@@ -214,6 +214,41 @@ def _read_ranking_rows(path: Path) -> list[tuple[int, dict[str, str]]]:
     return rows
 
 
+def _region_selected(
+    line: int, region: str, query: str, truth: dict[str, RegionTruth], known_regions: set[str], file: str
+) -> bool:
+    """Whether a ranking row's ``region`` is evaluated: False for a region of the ground truth left out by
+    ``mir3d.regions`` (the row is skipped).
+
+    Raises:
+        InputError: a region the ground truth does not have (line, query and field named).
+    """
+    if region in truth:
+        return True
+    if region in known_regions:
+        return False
+    raise InputError(
+        f"line {line}: unknown region {region!r}; the ground truth has {sorted(known_regions)}",
+        file=file,
+        case_id=query or None,
+        field="region",
+    )
+
+
+def _check_score(line: int, row: dict[str, str], file: str) -> None:
+    """Refuse a ranking row whose optional ``score`` is given but not a number (the score is not used)."""
+    if row.get("score"):
+        try:
+            float(row["score"])
+        except ValueError:
+            raise InputError(
+                f"line {line}: score must be a number, got {row['score']!r}",
+                file=file,
+                case_id=row["query"],
+                field="score",
+            ) from None
+
+
 def load_rankings(
     path: Path, truth: dict[str, RegionTruth], known_regions: set[str]
 ) -> tuple[dict[tuple[str, str], RankedList], int]:
@@ -235,16 +270,9 @@ def load_rankings(
     skipped = 0
     for line, row in _read_ranking_rows(path):
         region, query, retrieved = row["region"], row["query"], row["retrieved"]
-        if region not in truth:
-            if region in known_regions:
-                skipped += 1
-                continue
-            raise InputError(
-                f"line {line}: unknown region {region!r}; the ground truth has {sorted(known_regions)}",
-                file=file,
-                case_id=query or None,
-                field="region",
-            )
+        if not _region_selected(line, region, query, truth, known_regions, file):
+            skipped += 1
+            continue
         if query not in queries[region]:
             raise InputError(
                 f"line {line}: query is not in the {region} test split", file=file, case_id=query or None, field="query"
@@ -252,16 +280,7 @@ def load_rankings(
         if region not in ranked:
             ranked[region] = RankedLists(path, list_name=f"{region} list")
         ranked[region].add(line, query, row["rank"], retrieved)
-        if row.get("score"):
-            try:
-                float(row["score"])
-            except ValueError:
-                raise InputError(
-                    f"line {line}: score must be a number, got {row['score']!r}",
-                    file=file,
-                    case_id=query,
-                    field="score",
-                ) from None
+        _check_score(line, row, file)
         if retrieved not in positions[region]:
             what = "a test query" if retrieved in queries[region] else "unknown to the region"
             raise InputError(
@@ -375,14 +394,16 @@ def _audit_warnings(truth: dict[str, RegionTruth]) -> list[str]:
     ]
 
 
-def evaluate(gt_dir: Path, predictions: Path, cfg: EvalConfig, model: dict[str, str] | None = None) -> BenchmarkResult:
-    """Run the 3D-MIR benchmark end to end and return the results object (no files written)."""
-    mcfg = cfg.mir3d
-    truth = load_ground_truth(gt_dir, mcfg.regions)
-    known = set(find_regions(gt_dir))
-    lists, skipped = load_rankings(predictions, truth, known)
+def _missing_note(
+    predictions: Path, truth: dict[str, RegionTruth], lists: dict[tuple[str, str], RankedList], skipped: int
+) -> list[str]:
+    """The warning line naming the test queries without a ranking (none: empty list).
+
+    Raises:
+        InputError: no query has a ranking (the predictions file named).
+    """
     queries = [(t.region, q) for t in truth.values() for q in t.queries]
-    missing_note = check_missing(
+    return check_missing(
         [f"{r}/{q}" for r, q in queries],
         [f"{r}/{q}" for r, q in queries if (r, q) not in lists],
         predictions=predictions,
@@ -391,32 +412,54 @@ def evaluate(gt_dir: Path, predictions: Path, cfg: EvalConfig, model: dict[str, 
         other_kind="row",
         found=f"found {skipped} row(s) of regions not selected by mir3d.regions" if skipped else "",
     )
-    records: list[CaseRecord] = []
-    for t in truth.values():
-        records += _records(t, score_region(t, lists, mcfg), lists, mcfg.depth)
-    regions = list(truth)
-    missing = [r.case_id for r in records if r.status == "missing_prediction"]
-    n_short = sum(1 for rl in lists.values() if len(rl.positions) < mcfg.depth)
+
+
+def _warnings(
+    truth: dict[str, RegionTruth], missing_note: list[str], n_short: int, skipped: int, depth: int
+) -> list[str]:
+    """The run's warning lines (leakage audit, missing queries, short lists, ignored rows), each logged."""
     notes = _audit_warnings(truth) + missing_note
     if n_short:
-        notes.append(f"{n_short} ranked list(s) with fewer than {mcfg.depth} results padded as non-relevant")
+        notes.append(f"{n_short} ranked list(s) with fewer than {depth} results padded as non-relevant")
     if skipped:
         notes.append(f"{skipped} ranking row(s) of regions not selected by mir3d.regions ignored")
     for note in notes:
         log.warning(note)
-    gt_digest = sha256_text(*(f"{p.parent.name}/{p.name}:{sha256_files(p)}" for t in truth.values() for p in t.files))
+    return notes
+
+
+def _summary(truth: dict[str, RegionTruth], records: list[CaseRecord], n_short: int, skipped: int) -> dict[str, int]:
+    """The counts of ``summary`` (see the module docstring), per-region query and index sizes last."""
+    n_missing = sum(1 for r in records if r.status == "missing_prediction")
     summary = {
-        "n_regions": len(regions),
+        "n_regions": len(truth),
         "n_queries": len(records),
-        "n_missing_queries": len(missing),
-        "n_missing_predictions": len(missing),
+        "n_missing_queries": n_missing,
+        "n_missing_predictions": n_missing,
         "n_short_lists": n_short,
         "n_rows_ignored": skipped,
         "audit/n_query_index_overlap": sum(len(t.overlap) for t in truth.values()),
     }
     summary.update({f"n_queries/by_region/{t.region}": len(t.queries) for t in truth.values()})
     summary.update({f"n_index/by_region/{t.region}": len(t.index) for t in truth.values()})
-    aggregates = aggregate(records, regions, cfg)
+    return summary
+
+
+def evaluate(gt_dir: Path, predictions: Path, cfg: EvalConfig, model: dict[str, str] | None = None) -> BenchmarkResult:
+    """Run the 3D-MIR benchmark end to end and return the results object (no files written)."""
+    mcfg = cfg.mir3d
+    truth = load_ground_truth(gt_dir, mcfg.regions)
+    known = set(find_regions(gt_dir))
+    lists, skipped = load_rankings(predictions, truth, known)
+    missing_note = _missing_note(predictions, truth, lists, skipped)
+    records: list[CaseRecord] = []
+    for t in truth.values():
+        records += _records(t, score_region(t, lists, mcfg), lists, mcfg.depth)
+    n_short = sum(1 for rl in lists.values() if len(rl.positions) < mcfg.depth)
+    notes = _warnings(truth, missing_note, n_short, skipped, mcfg.depth)
+    gt_digest = sha256_text(*(f"{p.parent.name}/{p.name}:{sha256_files(p)}" for t in truth.values() for p in t.files))
+    summary = _summary(truth, records, n_short, skipped)
+    aggregates = aggregate(records, list(truth), cfg)
     evaluation = Evaluation(records, aggregates, "region", gt_digest, sha256_files(predictions), summary, notes)
     return finish(NAME, evaluation, config=cfg.model_dump(mode="json", include={"bootstrap", "mir3d"}), model=model)
 

@@ -23,6 +23,7 @@ import numpy as np
 
 from trackeval.metrics.overlap import (
     Label,
+    LabelCounts,
     confusion_matrix,
     counts_from_matrix,
     dice_from_counts,
@@ -83,22 +84,34 @@ def score_segmentation(
             threads=threads,
         )
     penalty = distance_penalty(truth.shape, spacing, hd_empty_penalty)
-    out: dict[str, dict[str, float]] = {}
-    for name, label in labels.items():
-        c = counts[label]
-        row = {}
-        for m in selected:
-            if empty_both == "perfect" and c.n_ref == 0 and c.n_pred == 0:
-                row[m] = _PERFECT[m]
-            elif m == "dsc":
-                row[m] = dice_from_counts(c)
-            elif m == "iou":
-                row[m] = iou_from_counts(c)
-            elif m == "nsd":
-                row[m] = surf[label]["nsd"]
-            else:  # distances: the penalty when exactly one side is empty
-                row[m] = penalty if math.isinf(surf[label][m]) else surf[label][m]
-        row["n_ref"] = float(c.n_ref)
-        row["n_pred"] = float(c.n_pred)
-        out[name] = row
-    return out
+    return {
+        name: _item_values(selected, counts[label], surf, label, penalty, empty_both) for name, label in labels.items()
+    }
+
+
+def _item_values(
+    selected: list[str],
+    c: LabelCounts,
+    surf: dict[Label, dict[str, float]],
+    label: Label,
+    penalty: float,
+    empty_both: str,
+) -> dict[str, float]:
+    """``{metric: value}`` of one label or region: the ``selected`` metrics (in that order) under the empty
+    policy, then ``n_ref`` and ``n_pred``. ``c``: its voxel counts; ``surf``: the surface metrics by label (read
+    only for a selected surface metric); ``penalty``: HD/ASSD in mm when exactly one side is empty."""
+    row = {}
+    for m in selected:
+        if empty_both == "perfect" and c.n_ref == 0 and c.n_pred == 0:
+            row[m] = _PERFECT[m]
+        elif m == "dsc":
+            row[m] = dice_from_counts(c)
+        elif m == "iou":
+            row[m] = iou_from_counts(c)
+        elif m == "nsd":
+            row[m] = surf[label]["nsd"]
+        else:  # distances: the penalty when exactly one side is empty
+            row[m] = penalty if math.isinf(surf[label][m]) else surf[label][m]
+    row["n_ref"] = float(c.n_ref)
+    row["n_pred"] = float(c.n_pred)
+    return row

@@ -280,9 +280,14 @@ def aggregate(records: list[CaseRecord], cfg: EvalConfig) -> dict[str, MetricSum
     return out
 
 
-def evaluate(gt_dir: Path, pred_dir: Path, cfg: EvalConfig, model: dict[str, str] | None = None) -> BenchmarkResult:
-    """Run the UMD benchmark end to end and return the results object (no files written)."""
-    cases, extra, manifest_digest = load_cases(gt_dir, pred_dir)
+def _missing_notes(cases: list[UMDCase], extra: list[str], pred_dir: Path, cfg: UMDConfig) -> list[str]:
+    """Warning lines for cases without a prediction (under ``cfg.missing_prediction``) and for predictions
+    without a manifest row (``extra``, the first 10 named).
+
+    Raises:
+        InputError: no prediction at all, or a missing one under the ``error`` policy (see
+            :func:`~trackeval.benchmarks.missing.check_missing`).
+    """
     matched = {c.pred_path.name for c in cases if c.pred_path is not None}
     notes = check_missing(
         [c.case_id for c in cases],
@@ -291,11 +296,18 @@ def evaluate(gt_dir: Path, pred_dir: Path, cfg: EvalConfig, model: dict[str, str
         expected_name=lambda case_id: case_id + SUFFIX,
         others=sorted(p.name for p in pred_dir.iterdir() if p.name not in matched),
         accepted=" (or .nii)",
-        policy=cfg.umd.missing_prediction,
+        policy=cfg.missing_prediction,
         policy_field="umd.missing_prediction",
     )
     if extra:
         notes.append(f"{len(extra)} prediction(s) without a manifest row ignored: {', '.join(extra[:10])}")
+    return notes
+
+
+def evaluate(gt_dir: Path, pred_dir: Path, cfg: EvalConfig, model: dict[str, str] | None = None) -> BenchmarkResult:
+    """Run the UMD benchmark end to end and return the results object (no files written)."""
+    cases, extra, manifest_digest = load_cases(gt_dir, pred_dir)
+    notes = _missing_notes(cases, extra, pred_dir, cfg.umd)
     audits = audit_cases(cases, cfg.umd)
     notes += [a.note for a in audits if a.count]
     for note in notes:

@@ -40,7 +40,6 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-import trackeval
 from trackeval._version import __version__
 from trackeval.io.atomic import atomic_path
 from trackeval.results import CaseRecord
@@ -62,6 +61,7 @@ SCORING_CODE = (
     "errors.py",
     "results.py",
     "spec.py",
+    "registry.py",
     "config",
     "metrics",
     "io",
@@ -91,7 +91,7 @@ def code_identity() -> str:
     changes the key of every entry. Computed once per process (a few hundredths of a second) by the process that
     builds the cache; workers receive it with the cache.
     """
-    package = Path(trackeval.__file__).resolve().parent
+    package = Path(__file__).resolve().parents[1]  # the trackeval package folder
     files = [package / name for name in SCORING_CODE if name.endswith(".py")]
     files += [f for name in SCORING_CODE if not name.endswith(".py") for f in (package / name).rglob("*.py")]
     h = hashlib.sha256()
@@ -213,39 +213,20 @@ class CaseCache:
         return earlier
 
     def _verify(self, raw: bytes, key: CacheKey) -> CaseRecord:
-        """The record of entry bytes ``raw`` if the entry is evidence for ``key``; raises :class:`_Unusable`."""
-        try:
-            entry = json.loads(raw.decode("utf-8"))
-        except UnicodeDecodeError as exc:
-            raise _Unusable("not UTF-8 text") from exc
-        except ValueError as exc:
-            raise _Unusable(f"not JSON (truncated or overwritten?): {exc}") from exc
-        if not isinstance(entry, dict):
-            raise _Unusable(f"not a cache entry (a JSON {type(entry).__name__})")
-        if entry.get("format") != ENTRY_FORMAT or not {"key", "record", "record_sha256"} <= entry.keys():
-            raise _Unusable(f"not a cache entry of format {ENTRY_FORMAT} (an older trackeval, or another file)")
-        expected = key.material
-        checks = (
-            ("namespace", "of another unit"),
-            ("case", "for another case (a copied or renamed entry)"),
-            ("code", "written by another version of the scoring code (stale)"),
-            ("config_sha256", "for another configuration"),
-            ("inputs", "for other input files"),
-        )
-        for name, what in checks:
-            stored, wanted = entry.get(name), expected[name]
-            if stored != wanted:
-                if isinstance(stored, dict) and isinstance(wanted, dict):  # name the first field that differs
-                    sub = next(k for k in sorted(stored.keys() | wanted.keys()) if stored.get(k) != wanted.get(k))
-                    name, stored, wanted = f"{name}.{sub}", stored.get(sub), wanted.get(sub)
-                raise _Unusable(f"{what}: {name} is {_short(stored)}, expected {_short(wanted)}")
+        """The record of entry bytes ``raw`` if the entry is evidence for ``key``; raises :class:`_Unusable`.
+
+        Checked in order: the entry's layout, the key material it was made of, the key it names, its record's
+        digest, the record itself (pydantic's ValidationError propagates) and the case the record names.
+        """
+        entry = _parse_entry(raw)
+        _check_material(entry, key.material)
         if entry["key"] != key.digest:
             raise _Unusable(f"it names key {_short(entry['key'])}, not its own (a copied or renamed entry)")
         body = entry["record"]
         if entry["record_sha256"] != _sha256(_canonical(body)):
             raise _Unusable("its record does not match its digest (edited or corrupted)")
         record = CaseRecord.model_validate(body)
-        for name, value in expected["case"].items():
+        for name, value in key.material["case"].items():
             if getattr(record, name) != value:
                 raise _Unusable(f"its record is for another case: {name} is {_short(getattr(record, name))}")
         return record
@@ -255,6 +236,47 @@ class CaseCache:
 
     def _folder_warning(self, exc: OSError) -> str:
         return f"case cache {self.root} not usable ({_strerror(exc)}); cases were computed and not cached"
+
+
+#: the key material an entry must share with the computation asking for it, in the order checked, and what a
+#: difference means
+_MATERIAL_CHECKS = (
+    ("namespace", "of another unit"),
+    ("case", "for another case (a copied or renamed entry)"),
+    ("code", "written by another version of the scoring code (stale)"),
+    ("config_sha256", "for another configuration"),
+    ("inputs", "for other input files"),
+)
+
+
+def _parse_entry(raw: bytes) -> dict[str, Any]:
+    """The JSON object of entry bytes ``raw``, with the fields of an entry of :data:`ENTRY_FORMAT` (``key``,
+    ``record``, ``record_sha256``); raises :class:`_Unusable` for text that is not UTF-8, not JSON, not an object
+    or not of this format."""
+    try:
+        entry = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise _Unusable("not UTF-8 text") from exc
+    except ValueError as exc:
+        raise _Unusable(f"not JSON (truncated or overwritten?): {exc}") from exc
+    if not isinstance(entry, dict):
+        raise _Unusable(f"not a cache entry (a JSON {type(entry).__name__})")
+    if entry.get("format") != ENTRY_FORMAT or not {"key", "record", "record_sha256"} <= entry.keys():
+        raise _Unusable(f"not a cache entry of format {ENTRY_FORMAT} (an older trackeval, or another file)")
+    return entry
+
+
+def _check_material(entry: Mapping[str, Any], expected: Mapping[str, Any]) -> None:
+    """Raise :class:`_Unusable` at the first of :data:`_MATERIAL_CHECKS` where ``entry`` differs from the key
+    material ``expected``, naming the field (for a mapping, the first of its keys, in sorted order, that
+    differs) and both values."""
+    for name, what in _MATERIAL_CHECKS:
+        stored, wanted = entry.get(name), expected[name]
+        if stored != wanted:
+            if isinstance(stored, dict) and isinstance(wanted, dict):  # name the first field that differs
+                sub = next(k for k in sorted(stored.keys() | wanted.keys()) if stored.get(k) != wanted.get(k))
+                name, stored, wanted = f"{name}.{sub}", stored.get(sub), wanted.get(sub)
+            raise _Unusable(f"{what}: {name} is {_short(stored)}, expected {_short(wanted)}")
 
 
 def _read_entry(path: Path) -> bytes:

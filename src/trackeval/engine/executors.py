@@ -242,49 +242,45 @@ def map_cases(fn: Callable[[T], R], items: Sequence[T], config: EngineConfig, de
     progress bar counts the cases that were scored, never the failed ones.
     """
     progress, task = _progress(len(items), description)
+    advance = functools.partial(progress.advance, task)
     if config.executor == "dask":
         with progress:
-            return _map_dask(fn, items, config, lambda n: progress.advance(task, n))
+            return _map_dask(fn, items, config, advance)
     workers = min(default_workers(config), len(items))
     if config.executor == "local" or workers <= 1:
         with progress:
-            out = []
-            for item in items:
-                out.append(fn(item))
-                progress.advance(task)
-            return out
+            return _map_local(fn, items, advance)
+    return _map_pool(fn, items, config, workers, progress, advance)
+
+
+def _map_local(fn: Callable[[T], R], items: Sequence[T], advance: Callable[[int], None]) -> list[R]:
+    """``[fn(item) for item in items]`` in this process, advancing the progress bar by one after each item."""
+    out = []
+    for item in items:
+        out.append(fn(item))
+        advance(1)
+    return out
+
+
+def _map_pool(
+    fn: Callable[[T], R],
+    items: Sequence[T],
+    config: EngineConfig,
+    workers: int,
+    progress: Progress,
+    advance: Callable[[int], None],
+) -> list[R]:
+    """``[fn(item) for item in items]`` on a process pool of ``workers`` workers, in input order; the progress bar
+    runs only once every case is submitted. A worker that dies raises :class:`WorkerDied`
+    (:func:`_pool_worker_died`); any other first exception of ``fn`` propagates as it is."""
     ctx = pool_context(fn, config.start_method)
     table = _CaseTable(ctx, len(items))
-    broken: BrokenProcessPool | None = None
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker, initargs=(table.arrays,))
     with pool:
-        # the first submit starts the workers (all of them at once when forking): before the progress thread; a
-        # forked worker's garbage collections skip the objects it inherits (none of them are copied for it)
-        futures: list[Future[R]] = []
-        gc.freeze()
-        try:
-            budget = tail_threads(len(items), workers)
-            for i, (item, threads) in enumerate(zip(items, budget, strict=True)):
-                futures.append(pool.submit(_with_threads, fn, item, threads, i))
-        except BrokenProcessPool as exc:  # a worker died before every case was submitted
-            broken = exc
-        finally:
-            gc.unfreeze()
-        order = {f: i for i, f in enumerate(futures)}
-        with progress if broken is None else contextlib.nullcontext():
-            pending = set(futures) if broken is None else set()
-            while pending:
-                done, pending = wait(pending, return_when=FIRST_EXCEPTION)
-                failed = sorted((f for f in done if f.exception() is not None), key=order.__getitem__)
-                progress.advance(task, len(done) - len(failed))  # a failed case is not a completed one
-                if failed:
-                    for f in pending:
-                        f.cancel()
-                    exc = failed[0].exception()
-                    if not isinstance(exc, BrokenProcessPool):
-                        raise exc  # type: ignore[misc]
-                    broken = exc
-                    break
+        futures, broken = _submit_all(pool, fn, items, workers)
+        if broken is None:
+            with progress:
+                broken = _wait_all(futures, advance)
         processes = list((getattr(pool, "_processes", None) or {}).values())  # before shutdown forgets them
     if broken is not None:  # the pool is shut down: every worker has exited and has its exit code
         died = _pool_worker_died(broken, processes, table, items, workers)
@@ -292,6 +288,53 @@ def map_cases(fn: Callable[[T], R], items: Sequence[T], config: EngineConfig, de
             raise broken
         raise died from broken
     return [f.result() for f in futures]
+
+
+def _submit_all(
+    pool: ProcessPoolExecutor, fn: Callable[[T], R], items: Sequence[T], workers: int
+) -> tuple[list[Future[R]], BrokenProcessPool | None]:
+    """Submit every item to ``pool`` in input order, each with its :func:`tail_threads` budget; returns the futures
+    and, when a worker died before every case was submitted, the ``BrokenProcessPool`` that stopped it (else None).
+
+    The first submit starts the workers (all of them at once when forking), so this runs before the progress bar
+    starts its thread; meanwhile the garbage collector is frozen, so a forked worker's collections skip the
+    objects it inherits (none of them are copied for it).
+    """
+    futures: list[Future[R]] = []
+    broken: BrokenProcessPool | None = None
+    gc.freeze()
+    try:
+        budget = tail_threads(len(items), workers)
+        for i, (item, threads) in enumerate(zip(items, budget, strict=True)):
+            futures.append(pool.submit(_with_threads, fn, item, threads, i))
+    except BrokenProcessPool as exc:  # a worker died before every case was submitted
+        broken = exc
+    finally:
+        gc.unfreeze()
+    return futures, broken
+
+
+def _wait_all(futures: list[Future[R]], advance: Callable[[int], None]) -> BrokenProcessPool | None:
+    """Wait for ``futures``, advancing the progress bar by the cases scored (never the failed ones).
+
+    At the first failure (the earliest in input order among those that finished together) the pending futures
+    are cancelled and its exception is raised, or returned when it is a ``BrokenProcessPool`` (a worker died).
+    None: every case was scored.
+    """
+    order = {f: i for i, f in enumerate(futures)}
+    pending = set(futures)
+    while pending:
+        done, pending = wait(pending, return_when=FIRST_EXCEPTION)
+        failed = sorted((f for f in done if f.exception() is not None), key=order.__getitem__)
+        advance(len(done) - len(failed))  # a failed case is not a completed one
+        if failed:
+            for f in pending:
+                f.cancel()
+            exc = failed[0].exception()
+            if not isinstance(exc, BrokenProcessPool):
+                raise exc  # type: ignore[misc]
+            return exc
+    return None
 
 
 def _pool_worker_died(
@@ -480,18 +523,29 @@ def _nanny_deaths() -> Iterator[_DeathLog]:
         logger.removeHandler(handler)
 
 
-def _dask_worker_died(
-    exc: Any, index: dict[Any, int], items: Sequence[Any], markers: str, deaths: _DeathLog, workers: int
-) -> WorkerDied:
-    """The :class:`WorkerDied` of a ``KilledWorker``: the cases whose markers the dead workers left (else the task
-    distributed gave up on) and, where a nanny of this process logged it, the signal."""
+def _marker_files(markers: str) -> list[tuple[int, int]]:
+    """``(index, pid)`` of every ``<index>.<pid>`` marker file (:func:`_marked`) in the folder ``markers``, in
+    listing order; other names are ignored."""
     marked = []
     for name in os.listdir(markers):
         i, _, pid = name.partition(".")
         if i.isdigit() and pid.isdigit():
             marked.append((int(i), int(pid)))
-    # a marker of a live worker is a case still running elsewhere: keep those of the dead (logged, else gone)
-    left = [(i, pid) for i, pid in marked if pid in deaths.codes] or [(i, p) for i, p in marked if not _alive(p)]
+    return marked
+
+
+def _dead_markers(marked: list[tuple[int, int]], deaths: _DeathLog) -> list[tuple[int, int]]:
+    """The markers of dead workers among ``marked``: those whose pid a nanny logged as dead, else (none logged)
+    those whose process is gone. A marker of a live worker is a case still running elsewhere."""
+    return [(i, pid) for i, pid in marked if pid in deaths.codes] or [(i, p) for i, p in marked if not _alive(p)]
+
+
+def _dask_worker_died(
+    exc: Any, index: dict[Any, int], items: Sequence[Any], markers: str, deaths: _DeathLog, workers: int
+) -> WorkerDied:
+    """The :class:`WorkerDied` of a ``KilledWorker``: the cases whose markers the dead workers left (else the task
+    distributed gave up on) and, where a nanny of this process logged it, the signal."""
+    left = _dead_markers(_marker_files(markers), deaths)
     cases = sorted({i for i, _ in left})
     if not cases and exc.task in index:
         cases = [index[exc.task]]

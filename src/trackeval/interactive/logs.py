@@ -180,6 +180,24 @@ def verify_case(
     sequence is missing or incomplete, a target is not in the ground truth, or a logged prompt is not the one
     the protocol derives from the truth and the previous logged mask. Lines of other prompt types are ignored.
     """
+    seqs = _sequences(log, case_id, truths, prompt_types)
+    out: dict[str, dict[str, list[np.ndarray]]] = {}
+    for target in sorted(truths):
+        out[target] = {}
+        for prompt_type in prompt_types:
+            turns = seqs.get((target, prompt_type), {})
+            out[target][prompt_type] = _verify_sequence(log, case_id, target, prompt_type, truths[target], turns, cfg)
+    return out, masks_digest(out)
+
+
+def _sequences(
+    log: InteractionLog, case_id: str, truths: dict[str, np.ndarray], prompt_types: tuple[str, ...]
+) -> dict[tuple[str, str], dict[int, tuple[int, LogLine]]]:
+    """One case's lines of ``prompt_types`` as ``{(target, prompt type): {turn: (line number, line)}}``.
+
+    Raises:
+        InputError: a line's target is not in ``truths``, or a turn is logged twice.
+    """
     lines = [(n, line) for n, line in log.by_case.get(case_id, []) if line.prompt_type in prompt_types]
     seqs: dict[tuple[str, str], dict[int, tuple[int, LogLine]]] = {}
     for n, line in lines:
@@ -199,42 +217,53 @@ def verify_case(
                 field="turn",
             )
         turns[line.turn] = (n, line)
-    out: dict[str, dict[str, list[np.ndarray]]] = {}
-    for target in sorted(truths):
-        truth = truths[target]
-        out[target] = {}
-        for prompt_type in prompt_types:
-            turns = seqs.get((target, prompt_type), {})
-            expected = set(range(1, cfg.max_turns + 1))
-            if set(turns) != expected:
-                missing = sorted(expected - set(turns)) or sorted(set(turns) - expected)
-                raise InputError(
-                    f"target {target}, prompt {prompt_type}: turn {missing[0]} missing or beyond imis.max_turns="
-                    f"{cfg.max_turns} (each sequence needs turns 1..{cfg.max_turns})",
-                    file=str(log.path),
-                    case_id=case_id,
-                    field="turn",
-                )
-            schedule = PromptSchedule(truth, case_id, target, prompt_type, cfg, log.seed)
-            mask: np.ndarray | None = None
-            masks = []
-            for t in range(1, cfg.max_turns + 1):
-                n, line = turns[t]
-                derived = schedule.prompts(t, mask).to_json()
-                logged = line.prompt.model_dump()
-                if logged != derived:
-                    raise InputError(
-                        f"line {n}: target {target}, prompt {prompt_type}, turn {t}: the logged prompt "
-                        f"({_describe(logged)}) does not follow the protocol ({_describe(derived)})",
-                        file=str(log.path),
-                        case_id=case_id,
-                        field="prompt",
-                    )
-                mask_file = resolve_inside(log.path.parent, line.mask_path, case_id=case_id)
-                mask = read_mask(mask_file, truth.shape, case_id=case_id)
-                masks.append(mask)
-            out[target][prompt_type] = masks
-    return out, masks_digest(out)
+    return seqs
+
+
+def _verify_sequence(
+    log: InteractionLog,
+    case_id: str,
+    target: str,
+    prompt_type: str,
+    truth: np.ndarray,
+    turns: dict[int, tuple[int, LogLine]],
+    cfg: IMISConfig,
+) -> list[np.ndarray]:
+    """The masks of one logged sequence (turns 1..``cfg.max_turns``, bool of ``truth``'s shape), each turn's
+    prompt checked against the one the protocol derives from ``truth`` and the previous turn's mask.
+
+    Raises:
+        InputError: a turn missing or beyond ``imis.max_turns``, a prompt that differs, or a bad mask file.
+    """
+    expected = set(range(1, cfg.max_turns + 1))
+    if set(turns) != expected:
+        missing = sorted(expected - set(turns)) or sorted(set(turns) - expected)
+        raise InputError(
+            f"target {target}, prompt {prompt_type}: turn {missing[0]} missing or beyond imis.max_turns="
+            f"{cfg.max_turns} (each sequence needs turns 1..{cfg.max_turns})",
+            file=str(log.path),
+            case_id=case_id,
+            field="turn",
+        )
+    schedule = PromptSchedule(truth, case_id, target, prompt_type, cfg, log.seed)
+    mask: np.ndarray | None = None
+    masks = []
+    for t in range(1, cfg.max_turns + 1):
+        n, line = turns[t]
+        derived = schedule.prompts(t, mask).to_json()
+        logged = line.prompt.model_dump()
+        if logged != derived:
+            raise InputError(
+                f"line {n}: target {target}, prompt {prompt_type}, turn {t}: the logged prompt "
+                f"({_describe(logged)}) does not follow the protocol ({_describe(derived)})",
+                file=str(log.path),
+                case_id=case_id,
+                field="prompt",
+            )
+        mask_file = resolve_inside(log.path.parent, line.mask_path, case_id=case_id)
+        mask = read_mask(mask_file, truth.shape, case_id=case_id)
+        masks.append(mask)
+    return masks
 
 
 def masks_digest(masks: dict[str, dict[str, list[np.ndarray]]]) -> str:

@@ -63,12 +63,27 @@ def verify_cases(raw: bytes, expected: pd.DataFrame, *, keys: tuple[str, ...], f
         InputError: naming ``file``, the column as ``field`` and the case of the first differing row; or an
             unreadable parquet file.
     """
+    actual = _read_parquet(raw, file=file)
+    _check_layout(actual, expected, file=file)
+    by = [k for k in keys if k in expected.columns]
+    actual, expected = (
+        f.sort_values(by, kind="stable").reset_index(drop=True) if by else f for f in (actual, expected)
+    )
+    _check_cells(actual, expected, file=file)
+
+
+def _read_parquet(raw: bytes, *, file: Path) -> pd.DataFrame:
+    """The table of a parquet file's bytes; :class:`InputError` naming ``file`` when pyarrow cannot read it."""
     import pandas as pd
 
     try:
-        actual = pd.read_parquet(io.BytesIO(raw))
+        return pd.read_parquet(io.BytesIO(raw))
     except Exception as exc:  # pyarrow raises ArrowInvalid, OSError and others on damaged files
         raise InputError(f"not a readable parquet file: {type(exc).__name__}: {exc}", file=str(file)) from exc
+
+
+def _check_layout(actual: pd.DataFrame, expected: pd.DataFrame, *, file: Path) -> None:
+    """Refuse a table whose column names (any order) or row count differ from ``expected``'s."""
     missing = [c for c in expected.columns if c not in actual.columns]
     extra = [c for c in actual.columns if c not in expected.columns]
     if missing or extra:
@@ -81,10 +96,11 @@ def verify_cases(raw: bytes, expected: pd.DataFrame, *, keys: tuple[str, ...], f
         raise InputError(
             f"{len(actual)} rows, the case records give {len(expected)} (case x item)", file=str(file), field="rows"
         )
-    by = [k for k in keys if k in expected.columns]
-    actual, expected = (
-        f.sort_values(by, kind="stable").reset_index(drop=True) if by else f for f in (actual, expected)
-    )
+
+
+def _check_cells(actual: pd.DataFrame, expected: pd.DataFrame, *, file: Path) -> None:
+    """Compare two tables of the same layout, rows already aligned, cell by cell in ``expected``'s column order;
+    :class:`InputError` naming the first differing cell's column and case."""
     for column in expected.columns:
         a, e = _values(actual[column]), _values(expected[column])
         for row, (x, y) in enumerate(zip(a, e, strict=True)):

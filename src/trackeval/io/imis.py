@@ -85,14 +85,42 @@ def load_cases(root: Path, cfg: IMISConfig) -> tuple[list[IMISCase], str]:
 
 
 def _imis_cases(root: Path, cfg: IMISConfig) -> tuple[list[IMISCase], str]:
+    """The cases of the ``cfg.split`` list of ``root/dataset.json`` (IMIS layout) and the file's sha256."""
     path = root / DATASET_JSON
     raw = read_bytes(path)
+    meta = _dataset_meta(raw, path)
+    targets = _label_targets(meta, path)
+    modality = meta.get("modality", {})
+    modality = modality.get("0", "unknown") if isinstance(modality, dict) else modality
+    defaults = (key_token(modality, fallback="unknown"), key_token(meta.get("region", "unknown"), fallback="unknown"))
+    items = meta.get(cfg.split)
+    if not isinstance(items, list) or not items:
+        raise InputError(f"missing or empty {cfg.split!r} list (imis.split)", file=str(path), field=cfg.split)
+    cases: list[IMISCase] = []
+    seen: set[str] = set()
+    for n, item in enumerate(items):
+        cases.append(_item_case(root, path, f"{cfg.split}[{n}]", item, targets, defaults, seen))
+    return cases, sha256_bytes(raw)
+
+
+def _dataset_meta(raw: bytes, path: Path) -> dict:
+    """The JSON object of dataset.json's bytes (UTF-8, a BOM tolerated); :class:`InputError` otherwise."""
     try:
         meta = json.loads(raw.decode("utf-8-sig"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise InputError(f"not valid JSON: {exc}", file=str(path)) from exc
     if not isinstance(meta, dict):
         raise InputError("top level must be an object", file=str(path))
+    return meta
+
+
+def _label_targets(meta: dict, path: Path) -> dict[str, int]:
+    """``{target token: channel + 1}`` from dataset.json's ``labels`` (key ``"0"``, the background, left out).
+
+    Raises:
+        InputError: ``labels`` missing, empty or not an object, a key that is not an integer, or two names
+            with one token (``field="labels"``).
+    """
     labels = meta.get("labels")
     if not isinstance(labels, dict) or not labels:
         raise InputError("missing or empty 'labels' object", file=str(path), field="labels")
@@ -106,43 +134,47 @@ def _imis_cases(root: Path, cfg: IMISConfig) -> tuple[list[IMISCase], str]:
         if token in targets:
             raise InputError(f"two labels are both named {token!r}", file=str(path), field="labels")
         targets[token] = int(key)
-    modality = meta.get("modality", {})
-    modality = modality.get("0", "unknown") if isinstance(modality, dict) else modality
-    default_modality = key_token(modality, fallback="unknown")
-    default_region = key_token(meta.get("region", "unknown"), fallback="unknown")
-    items = meta.get(cfg.split)
-    if not isinstance(items, list) or not items:
-        raise InputError(f"missing or empty {cfg.split!r} list (imis.split)", file=str(path), field=cfg.split)
-    cases, seen = [], set()
-    for n, item in enumerate(items):
-        where = f"{cfg.split}[{n}]"
-        if (
-            not isinstance(item, dict)
-            or not isinstance(item.get("image"), str)
-            or not isinstance(item.get("label"), str)
-        ):
-            raise InputError("each item needs 'image' and 'label' paths", file=str(path), field=where)
-        case_id = check_case_id(Path(item["image"]).name.removesuffix(".png"), file=str(path), field=f"{where}.image")
-        if case_id in seen:
-            raise InputError(f"duplicate image in {where}", file=str(path), case_id=case_id, field=where)
-        seen.add(case_id)
-        image = resolve_inside(root, item["image"], case_id=case_id)
-        label = resolve_inside(root, item["label"], case_id=case_id)
-        for p in (image, label):
-            if not p.is_file():
-                raise InputError("file listed in dataset.json not found", file=str(p), case_id=case_id)
-        cases.append(
-            IMISCase(
-                case_id,
-                image,
-                label,
-                key_token(item.get("modality", default_modality), fallback="unknown"),
-                key_token(item.get("region", default_region), fallback="unknown"),
-                targets,
-                "imis",
-            )
-        )
-    return cases, sha256_bytes(raw)
+    return targets
+
+
+def _item_case(
+    root: Path,
+    path: Path,
+    where: str,
+    item: object,
+    targets: dict[str, int],
+    defaults: tuple[str, str],
+    seen: set[str],
+) -> IMISCase:
+    """The case of one split item (``where``: its place, ``test[3]``), its files resolved inside ``root``.
+
+    ``defaults``: the dataset's (modality, region) tokens for an item that names none; ``seen``: the case ids
+    so far, this one added.
+
+    Raises:
+        InputError: no ``image``/``label`` path, a bad or duplicate case id, or a listed file not found.
+    """
+    if not isinstance(item, dict) or not isinstance(item.get("image"), str) or not isinstance(item.get("label"), str):
+        raise InputError("each item needs 'image' and 'label' paths", file=str(path), field=where)
+    case_id = check_case_id(Path(item["image"]).name.removesuffix(".png"), file=str(path), field=f"{where}.image")
+    if case_id in seen:
+        raise InputError(f"duplicate image in {where}", file=str(path), case_id=case_id, field=where)
+    seen.add(case_id)
+    image = resolve_inside(root, item["image"], case_id=case_id)
+    label = resolve_inside(root, item["label"], case_id=case_id)
+    for p in (image, label):
+        if not p.is_file():
+            raise InputError("file listed in dataset.json not found", file=str(p), case_id=case_id)
+    default_modality, default_region = defaults
+    return IMISCase(
+        case_id,
+        image,
+        label,
+        key_token(item.get("modality", default_modality), fallback="unknown"),
+        key_token(item.get("region", default_region), fallback="unknown"),
+        targets,
+        "imis",
+    )
 
 
 def _nifti_cases(root: Path, cfg: IMISConfig) -> tuple[list[IMISCase], str]:

@@ -261,19 +261,33 @@ def check_model_ref(value: str, part: Literal["name", "version"], *, file: str |
 
 
 def _model_ref_problem(value: str, part: str) -> str | None:
-    """Why ``value`` cannot be a model ``part`` (None when it can)."""
-    bad = sorted({c for c in value if unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp")})
-    forbidden = sorted({c for c in value if c == "'" or (part == "name" and c in _NAME_FORBIDDEN)})
+    """Why ``value`` cannot be a model ``part`` (None when it can): the first problem found, checking its size,
+    then its characters (:func:`_character_problem`), then how MLflow would read it (:func:`_reading_problem`)."""
     if not value.strip():
         return "is empty: pass --model-name and --model-version (or set them in results.json)"
     if len(value) > MAX_MODEL_REF_CHARS:
         return f"is {len(value)} characters long; at most {MAX_MODEL_REF_CHARS} are allowed"
+    return _character_problem(value, part) or _reading_problem(value, part)
+
+
+def _character_problem(value: str, part: str) -> str | None:
+    """Why the characters of ``value`` cannot be a model ``part``, in this order: control or line-separator
+    characters (all of them, by code point), leading or trailing whitespace, then a single quote or (for a name)
+    :data:`_NAME_FORBIDDEN` characters (all of them); None when none of these applies."""
+    bad = sorted({c for c in value if unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp")})
+    forbidden = sorted({c for c in value if c == "'" or (part == "name" and c in _NAME_FORBIDDEN)})
     if bad:
         return f"holds control character(s) {', '.join(f'U+{ord(c):04X}' for c in bad)}"
     if value != value.strip():
         return "starts or ends with whitespace"
     if forbidden:
         return f"holds {' '.join(forbidden)}, which MLflow cannot store or search in a model {part}"
+    return None
+
+
+def _reading_problem(value: str, part: str) -> str | None:
+    """Why MLflow would misread ``value`` as a model ``part``: a trailing backslash (its filter parser), a name
+    that reads as a relative path, a version that reads as an alias; None when it reads as it is."""
     if value.endswith("\\"):
         return "ends with a backslash, which MLflow's filter parser reads as escaping the closing quote"
     if part == "name" and (value == "." or value.startswith("..")):

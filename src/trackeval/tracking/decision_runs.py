@@ -48,9 +48,6 @@ def record_decision(ml: Mlflow, decision: Decision, cand_mv: Any, champ_mv: Any 
     """
     from mlflow.entities import Metric, Param
 
-    from trackeval.report.comparison import decision_markdown
-    from trackeval.report.html import decision_report
-
     key = decision_key(decision, cand_mv, champ_mv)
     found = ml.search(
         f"tags.`{TAG}kind` = {quote(KIND_GATE)} and tags.`{TAG}decision_key` = {quote(key)} "
@@ -58,33 +55,10 @@ def record_decision(ml: Mlflow, decision: Decision, cand_mv: Any, champ_mv: Any 
     )
     if found:
         return str(found[0].info.run_id)
-    tags = {
-        TAG + "kind": KIND_GATE,
-        TAG + "model_name": decision.model,
-        TAG + "gate.verdict": decision.verdict,
-        TAG + "gate.candidate": str(cand_mv.version),
-        TAG + "gate.champion": "" if champ_mv is None else str(champ_mv.version),
-        TAG + "decision_key": key,
-    }
     name = f"gate {decision.model} v{cand_mv.version} vs {'none' if champ_mv is None else 'v' + str(champ_mv.version)}"
-    with ml.run(name, tags) as run_id:
-        params = {
-            "model": decision.model,
-            "candidate_version": str(cand_mv.version),
-            "candidate_model_version": decision.candidate,
-            "champion_version": "" if champ_mv is None else str(champ_mv.version),
-            "candidate_runs": ",".join(f"{u}={r}" for u, r in eval_runs(cand_mv).items()),
-            "champion_runs": ",".join(f"{u}={r}" for u, r in eval_runs(champ_mv).items()),
-            "candidate_evidence": _evidence_param(decision.candidate_evidence),
-            "champion_evidence": _evidence_param(decision.champion_evidence),
-            **{f"gate.{k}": v for k, v in flatten(decision.gate_config.model_dump(mode="json")).items()},
-        }
-        metrics = {"gate/pass": 1.0 if decision.verdict == "pass" else 0.0}
-        for comp in decision.comparisons:
-            for row in comp.rows:
-                for suffix, x in (("", row.delta), ("/ci95_low", row.ci95_low), ("/ci95_high", row.ci95_high)):
-                    if x is not None:
-                        metrics[f"delta/{row.key}{suffix}"] = x
+    with ml.run(name, _decision_tags(decision, key, cand_mv, champ_mv)) as run_id:
+        params = _decision_params(decision, cand_mv, champ_mv)
+        metrics = _decision_metrics(decision)
         ml.call(
             "log_batch",
             ml.client.log_batch,
@@ -92,12 +66,63 @@ def record_decision(ml: Mlflow, decision: Decision, cand_mv: Any, champ_mv: Any 
             metrics=[Metric(k, v, 0, 0) for k, v in metrics.items() if _valid_key(k)],
             params=[Param(k, v[:6000]) for k, v in params.items()],
         )
-        with tempfile.TemporaryDirectory(prefix="trackeval-gate-") as tmp:
-            Path(tmp, "decision.json").write_text(decision.model_dump_json(indent=1), encoding="utf-8")
-            Path(tmp, "decision.md").write_text(decision_markdown(decision), encoding="utf-8")
-            Path(tmp, "decision.html").write_text(decision_report(decision), encoding="utf-8")
-            ml.call("log_artifacts", ml.client.log_artifacts, run_id, tmp)
+        _log_decision_artifacts(ml, run_id, decision)
     return run_id
+
+
+def _decision_tags(decision: Decision, key: str, cand_mv: Any, champ_mv: Any | None) -> dict[str, str]:
+    """The tags of a decision run: its kind, model, verdict, both versions (champion ``""`` when there is none)
+    and its :func:`decision_key` ``key``."""
+    return {
+        TAG + "kind": KIND_GATE,
+        TAG + "model_name": decision.model,
+        TAG + "gate.verdict": decision.verdict,
+        TAG + "gate.candidate": str(cand_mv.version),
+        TAG + "gate.champion": "" if champ_mv is None else str(champ_mv.version),
+        TAG + "decision_key": key,
+    }
+
+
+def _decision_params(decision: Decision, cand_mv: Any, champ_mv: Any | None) -> dict[str, str]:
+    """The params of a decision run: model, both versions, the evaluation runs (``unit=run_id,...``) and evidence
+    digests on both sides, and the gate config flattened under ``gate.``; unbounded (the caller cuts values)."""
+    return {
+        "model": decision.model,
+        "candidate_version": str(cand_mv.version),
+        "candidate_model_version": decision.candidate,
+        "champion_version": "" if champ_mv is None else str(champ_mv.version),
+        "candidate_runs": ",".join(f"{u}={r}" for u, r in eval_runs(cand_mv).items()),
+        "champion_runs": ",".join(f"{u}={r}" for u, r in eval_runs(champ_mv).items()),
+        "candidate_evidence": _evidence_param(decision.candidate_evidence),
+        "champion_evidence": _evidence_param(decision.champion_evidence),
+        **{f"gate.{k}": v for k, v in flatten(decision.gate_config.model_dump(mode="json")).items()},
+    }
+
+
+def _decision_metrics(decision: Decision) -> dict[str, float]:
+    """The metrics of a decision run: ``gate/pass`` (1.0 or 0.0), then per compared row ``delta/<key>`` and its
+    ``/ci95_low`` and ``/ci95_high`` bounds, each only where it is known (not None); keys are not yet checked
+    against what MLflow accepts."""
+    metrics = {"gate/pass": 1.0 if decision.verdict == "pass" else 0.0}
+    for comp in decision.comparisons:
+        for row in comp.rows:
+            for suffix, x in (("", row.delta), ("/ci95_low", row.ci95_low), ("/ci95_high", row.ci95_high)):
+                if x is not None:
+                    metrics[f"delta/{row.key}{suffix}"] = x
+    return metrics
+
+
+def _log_decision_artifacts(ml: Mlflow, run_id: str, decision: Decision) -> None:
+    """Log ``decision.json``, ``decision.md`` and ``decision.html`` (the decision as data, markdown and an HTML
+    report) as the artifacts of run ``run_id``."""
+    from trackeval.report.comparison import decision_markdown
+    from trackeval.report.html import decision_report
+
+    with tempfile.TemporaryDirectory(prefix="trackeval-gate-") as tmp:
+        Path(tmp, "decision.json").write_text(decision.model_dump_json(indent=1), encoding="utf-8")
+        Path(tmp, "decision.md").write_text(decision_markdown(decision), encoding="utf-8")
+        Path(tmp, "decision.html").write_text(decision_report(decision), encoding="utf-8")
+        ml.call("log_artifacts", ml.client.log_artifacts, run_id, tmp)
 
 
 def _evidence_param(evidence: Mapping[str, str]) -> str:

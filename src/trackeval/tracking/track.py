@@ -416,18 +416,12 @@ def _track_version(
     runs = {ev.key: run for ev in evaluations if (run := _settle(ml, ev.key, ev.digest)) is not None}
     parents = {r.data.tags.get("mlflow.parentRunId", "") for r in runs.values()} - {""}
     incomplete = [p for p in sorted(parents) if ml.call("get_run", ml.client.get_run, p).info.status != "FINISHED"]
-    found = set(runs)
-    todo = [ev for ev in evaluations if ev.key not in found]
+    todo = [ev for ev in evaluations if ev.key not in runs]
     with contextlib.ExitStack() as staging:
         staged = _stage_all(staging, todo)  # first: a figure that cannot be drawn leaves every run as it was
         _fail_stale(ml, name, version, keep=set(incomplete))
         if todo:
-            with ml.run(f"{name}/{version}", _parent_tags(name, version, lineage)) as parent_id:
-                model_id = logged_model(ml, name, version, parent_id)
-                mine = _log_children(ml, todo, lineage, parent_id, model_id, staged)
-                for ev in todo:
-                    runs[ev.key] = _settle(ml, ev.key, ev.digest)
-                done = _complete(ml, name, version, runs, evaluations, model_id, new=True)
+            parent_id, mine, done = _log_new(ml, name, version, todo, evaluations, runs, lineage, staged)
     if todo:
         winners = {runs[ev.key].info.run_id for ev in todo}
         if not winners & mine:  # another process logged all of them at the same time: this parent is a duplicate
@@ -440,7 +434,37 @@ def _track_version(
     for parent_id in incomplete:  # last: a FINISHED parent marks its units complete
         ml.call("set_terminated", ml.client.set_terminated, parent_id, "FINISHED")
         done.append(f"parent run {parent_id} finished")
-    label = f"{name}/{version}"
+    return _outcomes(evaluations, f"{name}/{version}", runs, mine, done)
+
+
+def _log_new(
+    ml: Mlflow,
+    name: str,
+    version: str,
+    todo: list[_Evaluation],
+    evaluations: list[_Evaluation],
+    runs: dict[str, Any],
+    lineage: dict[str, str],
+    staged: dict[str, Path],
+) -> tuple[str, set[str], list[str]]:
+    """Log the evaluations ``todo`` (artifacts from ``staged``) under a new parent run of the version, settle each
+    of them into ``runs`` (key -> run: this process's, or a concurrent writer's that won), then complete every
+    unit of ``evaluations`` (:func:`_complete`, ``new``). Returns the parent run id, the ids of the runs logged
+    here and the steps done."""
+    with ml.run(f"{name}/{version}", _parent_tags(name, version, lineage)) as parent_id:
+        model_id = logged_model(ml, name, version, parent_id)
+        mine = _log_children(ml, todo, lineage, parent_id, model_id, staged)
+        for ev in todo:
+            runs[ev.key] = _settle(ml, ev.key, ev.digest)
+        done = _complete(ml, name, version, runs, evaluations, model_id, new=True)
+    return parent_id, mine, done
+
+
+def _outcomes(
+    evaluations: list[_Evaluation], label: str, runs: dict[str, Any], mine: set[str], done: list[str]
+) -> list[Tracked]:
+    """One :class:`Tracked` per evaluation, in order, for model ``label`` (``name/version``): logged when its run
+    (``runs``: key -> run) is one of ``mine``, else found, with the steps ``done`` as its repairs."""
     return [
         Tracked(
             ev.folder,

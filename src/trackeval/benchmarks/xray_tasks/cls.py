@@ -120,15 +120,8 @@ def _score(value: str, *, file: str, case: str, finding: str, line: int) -> floa
     return x
 
 
-def load_split(labels_csv: Path, scores_csv: Path, policy: str) -> Table:
-    """Read and cross-validate one split (labels + scores); see the module docstring for the formats.
-
-    Raises :class:`InputError` for unknown/missing finding columns, duplicate or mismatched image ids, bad
-    labels, and NaN/inf/non-probability scores, naming the file, line, image and finding.
-    """
-    findings, ids, label_rows = _read(labels_csv)
-    tokens = unique_tokens(findings, file=str(labels_csv), field="header")
-    score_cols, score_ids, score_rows = _read(scores_csv)
+def _check_columns(findings: list[str], score_cols: list[str], scores_csv: Path) -> None:
+    """Refuse a scores file whose finding columns are not those of the labels (unknown ones first)."""
     unknown = [c for c in score_cols if c not in findings]
     if unknown:
         raise InputError(
@@ -137,6 +130,10 @@ def load_split(labels_csv: Path, scores_csv: Path, policy: str) -> Table:
     absent = [c for c in findings if c not in score_cols]
     if absent:
         raise InputError(f"finding column(s) {absent} missing", file=str(scores_csv), field=absent[0])
+
+
+def _check_image_ids(ids: list[str], score_ids: list[str], scores_csv: Path) -> None:
+    """Refuse a scores file whose image ids are not those of the labels (scored but unlabelled ones first)."""
     label_set, score_set = set(ids), set(score_ids)
     extra = [i for i in score_ids if i not in label_set]
     if extra:
@@ -154,6 +151,19 @@ def load_split(labels_csv: Path, scores_csv: Path, policy: str) -> Table:
             case_id=missing[0],
             field="image_id",
         )
+
+
+def load_split(labels_csv: Path, scores_csv: Path, policy: str) -> Table:
+    """Read and cross-validate one split (labels + scores); see the module docstring for the formats.
+
+    Raises :class:`InputError` for unknown/missing finding columns, duplicate or mismatched image ids, bad
+    labels, and NaN/inf/non-probability scores, naming the file, line, image and finding.
+    """
+    findings, ids, label_rows = _read(labels_csv)
+    tokens = unique_tokens(findings, file=str(labels_csv), field="header")
+    score_cols, score_ids, score_rows = _read(scores_csv)
+    _check_columns(findings, score_cols, scores_csv)
+    _check_image_ids(ids, score_ids, scores_csv)
     score_line = {i: (line, row) for line, (i, row) in enumerate(zip(score_ids, score_rows, strict=True), start=2)}
     labels = np.empty((len(ids), len(findings)))
     scores = np.empty((len(ids), len(findings)))

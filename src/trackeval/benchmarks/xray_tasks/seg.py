@@ -23,6 +23,7 @@ import numpy as np
 
 from trackeval.benchmarks.missing import check_missing
 from trackeval.benchmarks.summaries import clusters_of, mean_summaries
+from trackeval.benchmarks.xray_config import XRaySegConfig
 from trackeval.benchmarks.xray_tasks.common import TaskInputs, unique_tokens
 from trackeval.config import EvalConfig
 from trackeval.engine.driver import Evaluation, Scored, case_digests, score_cases
@@ -38,7 +39,7 @@ from trackeval.metrics.overlap import (
     iou_from_counts,
     unlisted_values,
 )
-from trackeval.results import CaseRecord, metric_key
+from trackeval.results import CaseRecord, MetricSummary, metric_key
 
 log = logging.getLogger(__name__)
 
@@ -181,26 +182,34 @@ def _files(folder: Path, role: str) -> dict[str, Path]:
     return out
 
 
-def evaluate(inputs: TaskInputs, cfg: EvalConfig) -> Evaluation:
-    """Score the segmentation task (see the module docstring)."""
-    c = cfg.xray.seg
+def _class_names(inputs: TaskInputs, c: XRaySegConfig) -> dict[str, int]:
+    """``{class token: id}`` from ``--label-names`` when given, else from ``xray.seg.labels``.
+
+    Raises:
+        InputError: neither names a class (or the CSV is malformed, see :func:`read_label_names`).
+    """
     labels = read_label_names(inputs.label_names) if inputs.label_names is not None else dict(c.labels)
     if not labels:
         raise InputError("no class names: pass --label-names (CSV id,name) or set xray.seg.labels", field="label_names")
-    truth = _files(inputs.ground_truth, "ground-truth")
-    if not truth:
-        raise InputError(
-            f"no label maps ({', '.join(SUFFIXES)}) in the ground-truth folder", file=str(inputs.ground_truth)
-        )
-    preds = _files(inputs.predictions, "predictions")
-    extra = sorted(set(preds) - set(truth))
+    return labels
+
+
+def _prediction_notes(
+    truth: dict[str, Path], preds: dict[str, Path], extra: list[str], predictions: Path, c: XRaySegConfig
+) -> list[str]:
+    """The warning lines (each logged) for images without a prediction (under ``xray.seg.missing_prediction``)
+    and for predictions without ground truth (``extra``, the first 10 named).
+
+    Raises:
+        InputError: no prediction matches any image, or one is missing under the ``error`` policy.
+    """
     matched = {preds[cid].name for cid in truth if cid in preds}
     notes = check_missing(
         list(truth),
         [cid for cid in truth if cid not in preds],
-        predictions=inputs.predictions,
+        predictions=predictions,
         expected_name=lambda cid: truth[cid].name,
-        others=sorted(p.name for p in inputs.predictions.iterdir() if p.name not in matched),
+        others=sorted(p.name for p in predictions.iterdir() if p.name not in matched),
         accepted=f" (any of {', '.join(SUFFIXES)})",
         policy=c.missing_prediction,
         policy_field="xray.seg.missing_prediction",
@@ -209,18 +218,39 @@ def evaluate(inputs: TaskInputs, cfg: EvalConfig) -> Evaluation:
         notes.append(f"{len(extra)} prediction(s) without ground truth ignored: {', '.join(extra[:10])}")
     for note in notes:
         log.warning(note)
-    jobs = [_Job(cid, truth[cid], preds.get(cid), labels, c.missing_prediction) for cid in truth]
-    scored = score_cases(score_case, jobs, cfg.engine, "X-ray seg images")
-    records = [s.record for s in scored]
-    classes = list(labels)
+    return notes
+
+
+def _aggregates(records: list[CaseRecord], classes: list[str], cfg: EvalConfig) -> dict[str, MetricSummary]:
+    """``xray/seg/dsc`` and ``xray/seg/miou`` with their ``by_class`` keys: means over the classes of the
+    per-class means over images (a class absent from a record: NaN), CIs from one image-level bootstrap."""
     clusters = clusters_of(records, cfg.bootstrap)
-    out = {}
+    out: dict[str, MetricSummary] = {}
     for metric, key in (("dsc", "dsc"), ("iou", "miou")):
         values = np.array(
             [[np.nan if (v := r.metrics[k].get(metric)) is None else v for k in classes] for r in records],
             dtype=np.float64,
         ).reshape(len(records), len(classes))
         out.update(mean_summaries(metric_key(PREFIX, key), values, classes, "class", cfg.bootstrap, key, clusters))
+    return out
+
+
+def evaluate(inputs: TaskInputs, cfg: EvalConfig) -> Evaluation:
+    """Score the segmentation task (see the module docstring)."""
+    c = cfg.xray.seg
+    labels = _class_names(inputs, c)
+    truth = _files(inputs.ground_truth, "ground-truth")
+    if not truth:
+        raise InputError(
+            f"no label maps ({', '.join(SUFFIXES)}) in the ground-truth folder", file=str(inputs.ground_truth)
+        )
+    preds = _files(inputs.predictions, "predictions")
+    extra = sorted(set(preds) - set(truth))
+    notes = _prediction_notes(truth, preds, extra, inputs.predictions, c)
+    jobs = [_Job(cid, truth[cid], preds.get(cid), labels, c.missing_prediction) for cid in truth]
+    scored = score_cases(score_case, jobs, cfg.engine, "X-ray seg images")
+    records = [s.record for s in scored]
+    out = _aggregates(records, list(labels), cfg)
     truth_digest, pred_digest = case_digests(scored)
     return Evaluation(
         records=records,
