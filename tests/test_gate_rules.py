@@ -17,6 +17,7 @@ from scipy.stats import norm
 
 from tests.test_gate_compare import facts
 from trackeval.config import GateConfig
+from trackeval.errors import ConfigError
 from trackeval.gate.compare import (
     BenchmarkComparison,
     DeltaRow,
@@ -832,11 +833,12 @@ def test_a_corpus_headline_is_kept_for_its_own_metric_only():
         _spec("cb/seg", MetricInfo("dsc", label="Dice", reduction="corpus", corpus=_mean_corpus)),
         _spec("cb/cls", MetricInfo("dsc", label="Dice"), MetricInfo("other", label="other", reduction="case_mean")),
     ]
-    p = resolve_policies(GateConfig(primary_metrics={"cb/seg": "other", "cb/cls": "other"}), specs)
+    # an undeclared primary metric is refused: its direction and pairing would be guesses
+    with pytest.raises(ConfigError, match=r"^gate.primary_metrics: cb/seg/other is not a metric unit cb/seg declares"):
+        resolve_policies(GateConfig(primary_metrics={"cb/seg": "other"}), specs)
+    p = resolve_policies(GateConfig(primary_metrics={"cb/cls": "other"}), specs)
     assert p["cb/loc"].reduction == "corpus" and p["cb/loc"].corpus is _mean_corpus
-    # an undeclared primary metric is an item mean: the corpus function computes its own metric only
-    assert p["cb/seg"].metric == "other" and p["cb/seg"].reduction == "item_mean" and p["cb/seg"].corpus is None
-    # a declared one has its own facts
+    # the corpus function computes its own metric only; a declared other metric has its own facts
     assert p["cb/cls"].reduction == "case_mean" and p["cb/cls"].corpus is None
     # the record is every field but the function, in the order decisions have always stored them
     rec = p["cb/loc"].model_dump(mode="json")

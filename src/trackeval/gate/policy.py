@@ -7,13 +7,13 @@ their config key, so ``{xray: cls/auroc}`` selects ``xray/cls/auroc`` for unit `
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from trackeval.config import GateConfig
+from trackeval.errors import ConfigError
 from trackeval.spec import BenchmarkSpec, MetricInfo, PairedMethod, Reduction
 
 V = TypeVar("V")
@@ -109,10 +109,13 @@ def resolve_policies(cfg: GateConfig, specs: Iterable[BenchmarkSpec]) -> dict[st
     out = {}
     for spec in specs:
         metric = _primary_metric(cfg, spec)
-        # the chosen metric's declared facts; an undeclared one is an item mean in the primary metric's direction
-        info = spec.metric_info(metric) or dataclasses.replace(
-            spec.primary_info, name=metric, reduction="item_mean", paired="bootstrap", corpus=None
-        )
+        info = spec.metric_info(metric)
+        if info is None:  # never guess a direction or a pairing: the gate would decide on an assumption
+            declared = ", ".join(m.name for m in spec.metrics)
+            raise ConfigError(
+                f"gate.primary_metrics: {spec.name}/{metric} is not a metric unit {spec.name} declares "
+                f"(declared: {declared})"
+            )
         out[spec.name] = UnitPolicy(
             unit=spec.name,
             margin=_lookup(cfg.margins, spec.name, spec.primary.margin),
