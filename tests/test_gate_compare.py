@@ -463,13 +463,13 @@ def test_the_protocol_digest_is_of_the_compared_fields_and_ignores_key_order():
     assert comp.protocol_digest != a.config_digest
 
 
-def test_pairing_messages_show_digest_prefixes_and_at_most_five_case_ids():
+def test_pairing_messages_show_the_differing_field_and_at_most_five_case_ids():
     a = _result(_dsc(CAND), extra_config={"toy": {"t": 1}})
     b = _result(_dsc(CAND), extra_config={"toy": {"t": 2}})
     comp = compare_results(a, b, facts("dsc"), (), n_resamples=20)
     assert comp.rows == []
     assert comp.problems == [
-        f"protocol config differs ({a.config_digest[:12]} vs {b.config_digest[:12]}); re-evaluate with the same config"
+        "protocol config differs: toy.t is 1 in the candidate, 2 in the baseline; re-evaluate with the same config"
     ]
     many = _result(_dsc({f"n{k}": (1.0, 1.0) for k in range(7)}))
     others = _result(_dsc({f"m{k}": (1.0, 1.0) for k in range(6)}))

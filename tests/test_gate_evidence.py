@@ -100,10 +100,14 @@ def test_pairing_compares_only_the_config_fields_that_change_the_metric(tmp_path
     assert paired.protocol_digest and paired.data_digest == base.data.ground_truth_digest
     refused = compare_unit(relabelled, base, policy, base_cfg.gate, ("lab", "champion"))
     assert refused.rows == []
-    assert refused.problems[0].startswith(
-        "protocol config differs on the fields that affect the compared metric (umd.labels, umd.empty_both,"
+    assert refused.problems[0] == (
+        'protocol config differs: umd.empty_both is "perfect" in the candidate, "nan" in the baseline; '
+        "re-evaluate with the same config"
     )
     # a gate config that picks another primary metric compares the whole protocol config
     other = gate_policies(gate_data.config("gate.primary_metrics={umd: nsd}"))["umd"]
     assert other.protocol is None
-    assert "protocol config differs (" in compare_unit(tolerant, base, other, base_cfg.gate, ("t", "c")).problems[0]
+    assert compare_unit(tolerant, base, other, base_cfg.gate, ("t", "c")).problems[0] == (
+        "protocol config differs: umd.nsd_tolerance_mm is 3.0 in the candidate, 1.0 in the baseline; "
+        "re-evaluate with the same config"
+    )

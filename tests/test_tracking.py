@@ -149,15 +149,30 @@ def test_track_logs_lineage_metrics_dataset_artifacts_once(store, evaluated, tmp
     assert (folder / "results.json").read_bytes() == before
 
 
+def _alias_lines(out: str) -> list[str]:
+    """The lines of ``promote``'s output saying how the aliases moved (after the verdict line)."""
+    tail = out[out.index("verdict: ") :].splitlines()[1:]
+    return [line for line in tail if line.startswith(("moved ", "would move ", "aliases unchanged"))]
+
+
 def test_promote_compare_and_evaluate_track_cli(store, evaluated, tmp_path, capsys):
     sets, client = store
     assert main(["track", str(evaluated["champion"][1]), *sets]) == 0
+    capsys.readouterr()
     assert main(["promote", "--model", "seg", "--candidate", "champion", *sets]) == 0  # first version: floor
     assert _aliases(client) == {"champion": "1"}
+    assert _alias_lines(capsys.readouterr().out) == [
+        "moved @challenger: champion -> (removed)",
+        "moved @champion: -> champion",
+    ]
     # an organ regressing: rejected, no alias moves, the decision recorded
     assert main(["track", str(evaluated["organ_regress"][1]), *sets]) == 0
+    capsys.readouterr()
     assert main(["promote", "--model", "seg", "--candidate", "organ_regress", *sets]) == 1
     assert _aliases(client) == {"champion": "1", "challenger": "2"}
+    assert _alias_lines(capsys.readouterr().out) == ["aliases unchanged"]
+    assert main(["promote", "--model", "seg", "--candidate", "organ_regress", "--dry-run", *sets]) == 1
+    assert _alias_lines(capsys.readouterr().out) == ["aliases unchanged"]
     v2 = client.get_model_version("seg", "2")
     assert v2.tags["trackeval.gate.verdict"] == "fail" and "by_organ/heart" in v2.tags["trackeval.gate.reason"]
     record = client.get_run(v2.tags["trackeval.gate.decision_run"])
@@ -186,8 +201,17 @@ def test_promote_compare_and_evaluate_track_cli(store, evaluated, tmp_path, caps
         )
         == 0
     )
+    (v3_run,) = [r for r in _runs(client, "benchmark") if r.data.tags["trackeval.model_version"] == "v3"]
+    err = capsys.readouterr().err
+    assert f"tracked: umd seg/v3 as MLflow run {v3_run.info.run_id}" in err
+    assert "MLflow run: http" not in err  # a local store: no server serves a run page
+    moves = ["@challenger: v3 -> (removed)", "@champion: champion -> v3", "@previous: -> champion"]
+    assert main(["promote", "--model", "seg", "--candidate", "v3", "--dry-run", *sets]) == 0
+    assert _alias_lines(capsys.readouterr().out) == [f"would move {m}" for m in moves]
+    assert _aliases(client) == {"champion": "1", "challenger": "3"}
     assert main(["promote", "--model", "seg", "--candidate", "v3", *sets]) == 0
     assert _aliases(client) == {"champion": "3", "previous": "1"}
+    assert _alias_lines(capsys.readouterr().out) == [f"moved {m}" for m in moves]
     assert len(_runs(client, "gate_decision")) == 3
     capsys.readouterr()
     md, html = tmp_path / "cmp.md", tmp_path / "cmp.html"
@@ -201,6 +225,35 @@ def test_promote_compare_and_evaluate_track_cli(store, evaluated, tmp_path, caps
     assert page.count('src="data:image/png;base64,') >= 4  # both versions on the same axes, one per plot
     assert main(["compare", "seg@nope", "seg@champion", *sets]) == 2
     assert "has no alias 'nope'" in capsys.readouterr().err
+    # a typo of the model name: the registered name it is close to, not "no tracked version"
+    assert main(["promote", "--model", "sge", "--candidate", "v3", *sets]) == 2
+    assert "no registered model 'sge' (did you mean 'seg'?) [field=model]" in capsys.readouterr().err
+    assert main(["promote", "--model", "brain", "--candidate", "v3", *sets]) == 2
+    assert "no registered model 'brain'; run `trackeval track` first" in capsys.readouterr().err
+    assert main(["promote", "--model", "seg", "--candidate", "v9", *sets]) == 2
+    assert "model 'seg' has no tracked version 'v9'" in capsys.readouterr().err
+
+
+def test_first_track_on_a_fresh_store_prints_no_mlflow_log_lines_unless_debug(evaluated, tmp_path):
+    """Creating a SQLite store runs MLflow's database migrations, which log INFO lines (``alembic``, ``Creating
+    initial MLflow database tables``): off the terminal by default, shown with ``--debug``. A new process each
+    time: MLflow configures its loggers when it is first imported."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
+    folder = evaluated["champion"][1]
+
+    def track(*flags: str, db: str) -> subprocess.CompletedProcess:
+        sets = ["--set", f"tracking.uri=sqlite:///{tmp_path / db}", "--set", f"tracking.dvc_root={tmp_path}"]
+        argv = [str(MLFLOW_BIN.with_name("trackeval")), *flags, "track", str(folder), *sets]
+        return subprocess.run(argv, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=scaled(300))
+
+    quiet = track(db="quiet.db")
+    assert quiet.returncode == 0, quiet.stderr
+    assert "alembic" not in quiet.stderr and "INFO" not in quiet.stderr
+    assert "umd seg/champion logged as run" in quiet.stderr
+    loud = track("--debug", db="loud.db")
+    assert loud.returncode == 0, loud.stderr
+    assert "INFO alembic.runtime.migration: Running upgrade" in loud.stderr
+    assert "INFO mlflow.store.db.utils: Creating initial MLflow database tables" in loud.stderr
 
 
 def test_crash_drawing_figures_logs_nothing_then_retrack_logs_once(store, evaluated, monkeypatch, capsys):
@@ -376,6 +429,22 @@ def test_server_killed_mid_logging_then_resumed_and_ui(evaluated, migrated_db, t
         assert main(["promote", "--model", "seg", "--candidate", "improved", *sets]) == 0
         assert _aliases(client) == {"champion": "2", "previous": "1"}
         assert read_results(folder) == BenchmarkResult.model_validate_json(before)
+
+        # evaluate --track against the server: the run id and its page in the MLflow UI, without the credentials
+        monkeypatch.setenv("MLFLOW_TRACKING_URI", url.replace("http://", "http://alice:s3cret@"))
+        gt, pred = evaluated["gt"], evaluated["root"] / "improved" / "pred_improved"
+        capsys.readouterr()
+        argv = umd_argv(gt, pred, tmp_path / "out_v3", "--track", "--model-name", "seg", "--model-version", "v3")
+        labels = "umd.labels={liver: 1, kidney_left: 2, heart: 5}"
+        evaluate = [*argv, *sets, "--set", "bootstrap.n_resamples=200", "--set", "engine.executor=local"]
+        assert main([*evaluate, "--set", labels]) == 0
+        err = capsys.readouterr().err
+        (v3,) = client.search_runs(
+            [exp], "tags.`trackeval.model_version` = 'v3' and tags.`trackeval.kind` = 'benchmark'"
+        )
+        assert f"tracked: umd seg/v3 as MLflow run {v3.info.run_id}" in err
+        assert f"MLflow run: {url}/#/experiments/{exp}/runs/{v3.info.run_id}" in err
+        assert "s3cret" not in err and "alice" not in err
 
         if CHROMIUM is not None:  # the MLflow UI (a JS app) renders the run page with its metrics
             dom = _chromium(tmp_path, f"{url}/#/experiments/{exp}/runs/{done.info.run_id}", tmp_path / "ui.png", 5000)

@@ -59,7 +59,9 @@ def tracked(cli, store, evaluated):
 REFS = [
     ("seg/nope", "seg/champion", "has no tracked version 'nope'", "field=version"),
     ("seg/champion", "seg@nope", "has no alias 'nope'", "field=alias"),
-    ("ghost/v1", "seg/champion", "model 'ghost' has no tracked version", "field=version"),
+    ("ghost/v1", "seg/champion", "no registered model 'ghost'; run `trackeval track` first", "field=model"),
+    ("sge/champion", "seg/champion", "no registered model 'sge' (did you mean 'seg'?)", "field=model"),
+    ("seg/champion", "seeg@champion", "no registered model 'seeg' (did you mean 'seg'?)", "field=model"),
     ("justaname", "seg/champion", "cannot resolve 'justaname'", "field=ref"),
     ("seg/bare", "seg/champion", "seg/bare has no evaluation", "field=ref"),
     ("0123456789abcdef0123456789abcdef", "seg/champion", "MLflow refused", "0123456789abcdef0123456789abcdef"),

@@ -9,14 +9,16 @@ the verifying reader, or a set that the reader refuses, never a mixed set that r
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import resource
 import shutil
+import stat
 import subprocess
 import sys
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -270,3 +272,55 @@ def test_a_writer_killed_mid_switch_leaves_the_old_set_or_a_refused_one(two_resu
         assert err.value.file == str(out / torn)
     write_outputs(new, out)
     assert read_results(out) == new
+
+
+# ------------------------------------------------------------------------- file modes
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+@contextlib.contextmanager
+def _umask(mask: int) -> Iterator[None]:
+    previous = os.umask(mask)
+    try:
+        yield
+    finally:
+        os.umask(previous)
+
+
+@pytest.mark.parametrize(("mask", "mode"), [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])
+def test_every_output_gets_the_mode_a_plain_open_gives(two_results, tmp_path, cli, mask, mode):
+    """The results set (library and CLI), the DVC pipeline's headline.json and plot CSV and a bare
+    :func:`~trackeval.io.atomic.atomic_path` write are ``0o666`` less the umask, never ``mkstemp``'s 0600."""
+    from trackeval.pipeline.stages import write_headline, write_plot
+
+    old, _, gt = two_results
+    pred = gate_data.make_predictions(tmp_path, "improved")
+    with _umask(mask):
+        written = list(write_outputs(old, tmp_path / "lib").values())
+        assert _cli_umd(cli, gt, pred, tmp_path / "cli").rc == 0
+        written += [tmp_path / "cli" / name for name in SET]
+        write_headline(tmp_path / "dvc" / "headline.json", old)
+        write_plot(tmp_path / "dvc" / "plot.csv", [{"case_id": "c1", "dsc": 0.5}])
+        with atomic.atomic_path(tmp_path / "bare.txt") as tmp:
+            tmp.write_text("x")
+        written += [tmp_path / "dvc" / "headline.json", tmp_path / "dvc" / "plot.csv", tmp_path / "bare.txt"]
+    assert {p.relative_to(tmp_path).as_posix(): oct(_mode(p)) for p in written} == {
+        p.relative_to(tmp_path).as_posix(): oct(mode) for p in written
+    }
+    assert len(written) == 9
+
+
+def test_atomic_path_retries_a_taken_temporary_name(tmp_path, monkeypatch):
+    """A temporary name already in use (a leftover of a killed writer) is skipped, never opened or removed."""
+    names = iter(["taken", "free"])
+    monkeypatch.setattr(atomic.secrets, "token_hex", lambda n: next(names))
+    leftover = tmp_path / ".out.txt.taken.tmp"
+    leftover.write_text("leftover")
+    with atomic.atomic_path(tmp_path / "out.txt") as tmp:
+        assert tmp.name == ".out.txt.free.tmp"
+        tmp.write_text("new")
+    assert (tmp_path / "out.txt").read_text() == "new" and leftover.read_text() == "leftover"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".out.txt.taken.tmp", "out.txt"]

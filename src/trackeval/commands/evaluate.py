@@ -10,12 +10,15 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trackeval.commands.options import add_config_options, add_input_options, escape_help, given_inputs
 from trackeval.errors import ConfigError
 from trackeval.registry import by_benchmark, with_hook
 from trackeval.spec import BenchmarkSpec
+
+if TYPE_CHECKING:
+    from trackeval.config import EvalConfig
 
 #: Options every ``evaluate`` subcommand has; a unit's input field may not reuse them.
 COMMON_OPTIONS = frozenset(
@@ -100,10 +103,30 @@ def _run(unit_name: str, inputs: dict[str, Any], args: argparse.Namespace) -> in
     wrote = escape_terminal(", ".join(str(p) for p in paths.values()))
     Console(stderr=True).print(f"wrote {wrote}", highlight=False, soft_wrap=True)
     if args.track:
-        from trackeval.tracking.track import track_results
-
-        track_results([args.out], cfg.tracking)
+        _track(args.out, cfg)
     return 0
+
+
+def _track(out: Path, cfg: EvalConfig) -> None:
+    """``--track``: log the results folder to MLflow, then print the evaluation run's id and, on a tracking
+    server, the run's page in the MLflow UI (no credentials shown)."""
+    from rich.console import Console
+
+    from trackeval.io.escape import escape_terminal
+    from trackeval.io.redact import redact
+    from trackeval.tracking.client import Mlflow
+    from trackeval.tracking.track import track_results
+
+    tracked = track_results([out], cfg.tracking)
+    console, ml = Console(stderr=True), Mlflow(cfg.tracking)
+    for t in tracked:
+        state = "tracked" if t.logged else "already tracked"
+        lines = [f"{state}: {t.unit} {t.model} as MLflow run {t.run_id}"]
+        url = ml.run_url(t.run_id)
+        if url is not None:
+            lines.append(f"MLflow run: {url}")
+        for line in lines:
+            console.print(escape_terminal(redact(line)), highlight=False, soft_wrap=True)
 
 
 def run_evaluate(args: argparse.Namespace) -> int:

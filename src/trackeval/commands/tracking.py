@@ -207,6 +207,7 @@ def run_promote(args: argparse.Namespace) -> int:
     console = Console(width=140, stderr=stdout_summary)
     err = Console(stderr=True)
     baseline = "champion"
+    before = _aliases_before(ml, args.model, args.candidate)
     if args.dry_run:
         decision, baseline, label = dry_run(ml, args.model, args.candidate, cfg.gate, gate_policies(cfg))
         if decision is None:
@@ -224,6 +225,7 @@ def run_promote(args: argparse.Namespace) -> int:
         note, status = f"_Decision recorded in MLflow run `{run_id}`._", f"decision recorded in run {run_id}"
     missing_lines = _decision_missing(ml, args.model, decision, baseline)
     print_decision(decision, console, missing=missing_lines)
+    _print_moves(ml, args, decision, baseline, before, console)
     err.print(status, highlight=False, soft_wrap=True)
     if args.summary:
         text = decision_markdown(decision, baseline=baseline).rstrip("\n") + "\n\n" + note
@@ -232,6 +234,41 @@ def run_promote(args: argparse.Namespace) -> int:
         for path in args.summary:
             append_markdown(path, text)
     return 0 if decision.verdict == "pass" else 1
+
+
+def _aliases_before(ml: Mlflow, name: str, candidate: str) -> tuple[str, dict[str, str]]:
+    """The candidate's registry version and the registered model's aliases before the gate (a model or
+    version that is not registered is reported here, before anything else is read)."""
+    from trackeval.tracking.registry import registered_aliases, resolve_version
+
+    version = str(resolve_version(ml, name, candidate).version)
+    return version, {k: str(v) for k, v in registered_aliases(ml, name).items()}
+
+
+def _print_moves(
+    ml: Mlflow,
+    args: argparse.Namespace,
+    decision: Decision,
+    baseline: str,
+    before: tuple[str, dict[str, str]],
+    console: Console,
+) -> None:
+    """After the verdict: the aliases that moved (``moved @champion: v1 -> v2``), with ``--dry-run`` those a
+    passing promote would move (``would move ...``; none when the candidate is the champion, which ``promote``
+    refuses), or ``aliases unchanged``."""
+    from trackeval.tracking.promotion import alias_moves, passing_aliases
+    from trackeval.tracking.registry import registered_aliases
+
+    candidate, aliases = before
+    if args.dry_run:
+        moves = decision.verdict == "pass" and baseline == "champion"
+        after = passing_aliases(aliases, candidate) if moves else aliases
+    else:
+        after = {k: str(v) for k, v in registered_aliases(ml, args.model).items()}
+    verb = "would move" if args.dry_run else "moved"
+    lines = [f"{verb} {line}" for line in alias_moves(ml, args.model, aliases, after)] or ["aliases unchanged"]
+    for line in lines:
+        console.print(escape_terminal(line), highlight=False, soft_wrap=True)
 
 
 def _decision_missing(ml: Mlflow, name: str, decision: Decision, baseline: str) -> list[str]:

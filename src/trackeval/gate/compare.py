@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, cast
 
@@ -145,13 +145,60 @@ def protocol_digest(result: BenchmarkResult, fields: Sequence[str] | None) -> st
     (``umd.labels``; a path that is absent counts as null). ``None``: the whole config (``config_digest``)."""
     if fields is None:
         return result.config_digest
-    values = {}
-    for path in sorted(fields):
-        node: object = result.config
-        for part in path.split("."):
-            node = node.get(part) if isinstance(node, dict) else None
-        values[path] = node
+    values = {path: _config_value(result.config, path) for path in sorted(fields)}
     return sha256_text(json.dumps(values, sort_keys=True))
+
+
+#: the longest value a protocol mismatch shows (compact JSON, shortened with ``...``)
+SHOWN_VALUE_CHARS = 80
+
+
+def _config_value(config: Mapping[str, Any], path: str) -> object:
+    """The value at dotted ``path`` of a result's config (None when absent)."""
+    node: object = config
+    for part in path.split("."):
+        node = node.get(part) if isinstance(node, dict) else None
+    return node
+
+
+def _first_differing_path(a: Mapping[str, Any], b: Mapping[str, Any]) -> str | None:
+    """The first (sorted) ``section.field`` dotted path whose value differs between two configs; ``section``
+    alone when a whole section is missing on one side or is not a mapping; None when they are equal."""
+    for section in sorted(set(a) | set(b)):
+        x, y = a.get(section), b.get(section)
+        if isinstance(x, dict) and isinstance(y, dict):
+            for field in sorted(set(x) | set(y)):
+                if x.get(field) != y.get(field):
+                    return f"{section}.{field}"
+        elif x != y:
+            return section
+    return None
+
+
+def _shown(value: object) -> str:
+    """``value`` as compact JSON, shortened to :data:`SHOWN_VALUE_CHARS` characters."""
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+    return text if len(text) <= SHOWN_VALUE_CHARS else text[: SHOWN_VALUE_CHARS - 3] + "..."
+
+
+def _protocol_problem(
+    cand: Mapping[str, Any], base: Mapping[str, Any], protocol: Sequence[str] | None, digests: tuple[str, str]
+) -> str:
+    """``protocol config differs: umd.labels is {...} in the candidate, {...} in the baseline; re-evaluate with
+    the same config``: every differing field of ``protocol`` (None: the first differing path of the whole
+    config). The digest prefixes only when no value differs (configs equal, digests not)."""
+    if protocol is None:
+        first = _first_differing_path(cand, base)
+        paths = [] if first is None else [first]
+    else:
+        paths = [p for p in protocol if _config_value(cand, p) != _config_value(base, p)]
+    what = "; ".join(
+        f"{p} is {_shown(_config_value(cand, p))} in the candidate, {_shown(_config_value(base, p))} in the baseline"
+        for p in paths
+    )
+    if not what:
+        what = f"digest {digests[0][:12]} in the candidate, {digests[1][:12]} in the baseline"
+    return f"protocol config differs: {what}; re-evaluate with the same config"
 
 
 def pairing_problems(cand: BenchmarkResult, base: BenchmarkResult, protocol: Sequence[str] | None = None) -> list[str]:
@@ -171,8 +218,7 @@ def pairing_problems(cand: BenchmarkResult, base: BenchmarkResult, protocol: Seq
         )
     a, b = protocol_digest(cand, protocol), protocol_digest(base, protocol)
     if a != b:
-        which = "" if protocol is None else f" on the fields that affect the compared metric ({', '.join(protocol)})"
-        problems.append(f"protocol config differs{which} ({a[:12]} vs {b[:12]}); re-evaluate with the same config")
+        problems.append(_protocol_problem(cand.config, base.config, protocol, (a, b)))
     ca, ba = {c.case_id for c in cand.cases}, {c.case_id for c in base.cases}
     if ca != ba:
         only_c, only_b = sorted(ca - ba), sorted(ba - ca)

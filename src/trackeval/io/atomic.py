@@ -11,6 +11,9 @@
 4. on any failure (an exception or ``KeyboardInterrupt`` at any step) the renamed targets are put back from
    their backups, or removed where there was no previous file: the previous set is left as it was, or nothing.
 
+Every file either function writes gets mode ``0o666`` less the process umask, as a plain ``open()`` would
+(0644 under the usual umask 022), so outputs are as readable as any other file the user writes.
+
 The staging folder is removed in every case but a killed process (a hidden ``.trackeval-staging-*`` folder is
 then left, and the set may be mixed: readers of a set must detect that; the results folder does, see
 :mod:`trackeval.io.results_folder`).
@@ -21,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import secrets
 import shutil
 import tempfile
 from collections.abc import Iterator, Mapping
@@ -28,20 +32,35 @@ from pathlib import Path
 
 #: prefix of the staging folder :func:`write_file_set` creates inside the target folder
 STAGING_PREFIX = ".trackeval-staging-"
+#: how many random names :func:`atomic_path` tries before giving up (``tempfile``'s ``TMP_MAX`` is of this order)
+_TEMP_NAME_TRIES = 100
 
 
 @contextlib.contextmanager
 def atomic_path(target: Path) -> Iterator[Path]:
     """Yield a temporary path beside ``target``; rename it onto ``target`` only if the block succeeds."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    os.close(fd)
-    tmp_path = Path(tmp)
+    tmp_path = _new_temp_file(target)
     try:
         yield tmp_path
         os.replace(tmp_path, target)
     finally:
         tmp_path.unlink(missing_ok=True)
+
+
+def _new_temp_file(target: Path) -> Path:
+    """Create an empty, uniquely named hidden file beside ``target`` with mode ``0o666`` less the process umask
+    (what a plain ``open()`` gives: 0644 under the usual umask 022), never ``tempfile.mkstemp``'s 0600, so the
+    renamed output is as readable as any other file the user writes."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
+    for _ in range(_TEMP_NAME_TRIES):
+        path = target.parent / f".{target.name}.{secrets.token_hex(6)}.tmp"
+        try:
+            os.close(os.open(path, flags, 0o666))
+        except FileExistsError:
+            continue
+        return path
+    raise FileExistsError(errno.EEXIST, "no unused temporary file name", str(target.parent))
 
 
 def fsync_path(path: Path) -> None:

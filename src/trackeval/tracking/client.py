@@ -185,6 +185,14 @@ class Mlflow:
         base = without_userinfo(self.uri).rstrip("/") if http else "http://127.0.0.1:5000"
         return f"{base}/#/experiments/{self.experiment_id()}/runs?workflowType=machine_learning"
 
+    def run_url(self, run_id: str) -> str | None:
+        """The run's page in the MLflow UI of an HTTP(S) tracking server (``<uri>/#/experiments/<exp>/runs/<run>``,
+        without the URI's userinfo: the browser asks for credentials itself); None for a local store, which no
+        server serves."""
+        if not self.uri.startswith(("http://", "https://")):
+            return None
+        return f"{without_userinfo(self.uri).rstrip('/')}/#/experiments/{self.experiment_id()}/runs/{run_id}"
+
     def search(self, filter_string: str, order_by: list[str] | None = None) -> list[Any]:
         """Runs of the experiment matching ``filter_string`` (active runs only), newest first by default."""
         return list(

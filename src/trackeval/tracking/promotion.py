@@ -163,3 +163,39 @@ def reconcile(
         for alias, mv in (("champion", champion), ("previous", previous), ("challenger", challenger)):
             set_alias(ml, name, alias, mv, aliases)
     return out, None if champion is None else registered_version_name(champion)
+
+
+def passing_aliases(aliases: Mapping[str, Any], candidate: str) -> dict[str, str]:
+    """The aliases a passing :func:`promote` of registry version ``candidate`` leaves, from ``aliases`` (the
+    registered model's now): ``previous`` -> the old champion, ``champion`` -> the candidate, ``challenger``
+    removed if it pointed at the candidate (what ``promote --dry-run`` says would move)."""
+    after = {k: str(v) for k, v in aliases.items()}
+    if "champion" in after:
+        after["previous"] = after["champion"]
+    after["champion"] = str(candidate)
+    if after.get("challenger") == str(candidate):
+        del after["challenger"]
+    return after
+
+
+def alias_moves(ml: Mlflow, name: str, before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
+    """One line per alias of ``name`` that differs between ``before`` and ``after`` (``{alias: registry
+    version}``), in alias order: ``@champion: v1 -> v2``, ``@previous: -> v1`` (set now), ``@challenger: v2 ->
+    (removed)``; versions by their trackeval name (:func:`registered_version_name`)."""
+    names: dict[str, str] = {}
+
+    def label(version: Any) -> str:
+        if version is None:
+            return ""
+        if str(version) not in names:
+            mv = ml.call("get_model_version", ml.client.get_model_version, name, str(version))
+            names[str(version)] = registered_version_name(mv)
+        return names[str(version)]
+
+    lines = []
+    for alias in sorted(set(before) | set(after)):
+        old, new = before.get(alias), after.get(alias)
+        if str(old) != str(new):
+            was = f"{label(old)} " if old is not None else ""
+            lines.append(f"@{alias}: {was}-> {label(new) if new is not None else '(removed)'}")
+    return lines

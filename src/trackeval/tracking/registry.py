@@ -135,6 +135,8 @@ def resolve_version(ml: Mlflow, name: str, ref: str) -> Any:
             return ml.call("get_model_version_by_alias", ml.client.get_model_version_by_alias, name, ref[1:])
         except TrackingError as exc:
             if isinstance(exc.__cause__, MlflowException):
+                if registered_model(ml, name) is None:
+                    raise unknown_model(ml, name) from exc
                 raise InputError(f"model {name!r} has no alias {ref[1:]!r}", field="alias") from exc
             raise
     mv = find_version(ml, name, check_model_ref(ref, "version"))
@@ -145,8 +147,35 @@ def resolve_version(ml: Mlflow, name: str, ref: str) -> Any:
             if not isinstance(exc.__cause__, MlflowException):
                 raise
     if mv is None:
+        if registered_model(ml, name) is None:
+            raise unknown_model(ml, name)
         raise InputError(f"model {name!r} has no tracked version {ref!r}; run `trackeval track` first", field="version")
     return mv
+
+
+def registered_model_names(ml: Mlflow) -> list[str]:
+    """The names of every registered model of the store (all pages of the search)."""
+    names: list[str] = []
+    token = None
+    while True:
+        page = ml.call(
+            "search_registered_models", ml.client.search_registered_models, max_results=1000, page_token=token
+        )
+        names += [m.name for m in page]
+        token = getattr(page, "token", None)
+        if not token:
+            return names
+
+
+def unknown_model(ml: Mlflow, name: str) -> InputError:
+    """The error for a model ``name`` that is not registered: ``no registered model 'myseeg' (did you mean
+    'myseg'?)``, the suggestion the closest registered name (:func:`difflib.get_close_matches`); when no name
+    is close, the hint to track it instead."""
+    import difflib
+
+    close = difflib.get_close_matches(name, registered_model_names(ml), n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else "; run `trackeval track` first"
+    return InputError(f"no registered model {name!r}{hint}", field="model")
 
 
 def eval_runs(mv: Any | None) -> dict[str, str]:
