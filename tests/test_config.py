@@ -54,3 +54,30 @@ def test_params_yaml_pipeline_section_is_ignored(tmp_path: Path):
     f = tmp_path / "params.yaml"
     f.write_text("pipeline:\n  demo: {subjects: 3}\numd:\n  nsd_tolerance_mm: 2.0\n")
     assert load_config(f).umd.nsd_tolerance_mm == 2.0
+
+
+def test_a_shared_params_file_keeps_the_users_own_sections(tmp_path: Path, caplog) -> None:
+    """A DVC repository has one params.yaml: trackeval reads its own sections and ignores the user's (no
+    warning); a near miss of a trackeval section is ignored with a "did you mean" warning; unknown keys inside a
+    trackeval section, and an unknown section in an override, stay errors."""
+    params = tmp_path / "params.yaml"
+    params.write_text("mymodel:\n  lr: 0.1\n  layers: [64, 64]\npredict: {batch: 8}\numd:\n  nsd_tolerance_mm: 2\n")
+    with caplog.at_level("WARNING", logger="trackeval.config"):
+        cfg = load_config(params)
+    assert cfg.umd.nsd_tolerance_mm == 2.0 and not hasattr(cfg, "mymodel") and caplog.records == []
+
+    params.write_text("umdd:\n  nsd_tolerance_mm: 2\nbootstrp: {n_resamples: 10}\n")
+    with caplog.at_level("WARNING", logger="trackeval.config"):
+        cfg = load_config(params)
+    assert cfg.umd.nsd_tolerance_mm == load_config().umd.nsd_tolerance_mm  # the typo's values are not applied
+    assert [r.getMessage() for r in caplog.records] == [
+        f"config file {params}: top-level key 'bootstrp' is not a trackeval section and is ignored "
+        "(did you mean 'bootstrap'?)",
+        f"config file {params}: top-level key 'umdd' is not a trackeval section and is ignored (did you mean 'umd'?)",
+    ]
+
+    params.write_text("umd:\n  nsd_tolerance: 2\n")
+    with pytest.raises(ConfigError, match=r"field umd\.nsd_tolerance: Extra inputs are not permitted"):
+        load_config(params)
+    with pytest.raises(ConfigError, match=r"field mymodel: Extra inputs are not permitted"):
+        load_config(None, ["mymodel.lr=0.1"])

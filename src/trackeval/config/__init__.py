@@ -11,8 +11,11 @@ a plug-in's in the plug-in and a built-in's beside its adapter (``trackeval.benc
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
+import logging
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -23,6 +26,8 @@ from trackeval.config.base import BootstrapConfig, EngineConfig, Section
 from trackeval.config.gate import GateConfig, TrackingConfig
 from trackeval.config.loader import load_yaml
 from trackeval.errors import ConfigError
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "BootstrapConfig",
@@ -74,7 +79,7 @@ def _set_dotted(tree: dict[str, Any], dotted: str, value: Any) -> None:
 
 
 def _read_file(path: Path) -> dict[str, Any]:
-    """The evaluation sections of a YAML config file (its ``pipeline`` section left out); {} for an empty file."""
+    """The top-level mapping of a YAML config file without its ``pipeline`` section; {} for an empty file."""
     try:
         loaded = load_yaml(Path(path).read_text(encoding="utf-8"), where=f"config file {path}")
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
@@ -97,16 +102,35 @@ def _apply_override(tree: dict[str, Any], item: str) -> str:
     return key.strip()
 
 
+def _own_sections(tree: dict[str, Any], sections: Iterable[str], path: Path) -> dict[str, Any]:
+    """The top-level keys of a config file that are trackeval sections. A params.yaml is shared with the user's
+    own stages (DVC repositories have one), so any other key is theirs and ignored; one that is a near miss of a
+    trackeval section (``umdd``) is most likely a typo and is named in a warning."""
+    known = list(sections)
+    for key in sorted(set(tree) - set(known)):
+        close = difflib.get_close_matches(str(key), known, n=1, cutoff=0.75)
+        if close:
+            log.warning(
+                "config file %s: top-level key %r is not a trackeval section and is ignored (did you mean %r?)",
+                path,
+                str(key),
+                close[0],
+            )
+    return {k: v for k, v in tree.items() if k in known}
+
+
 def parse_config(model: type[C], path: Path | None = None, overrides: list[str] | None = None) -> C:
     """Build a ``model`` (an :class:`EvalConfig` model) from an optional YAML file and ``key=value`` overrides.
 
-    The file may be the pipeline's ``params.yaml``: its ``pipeline`` section (demo data and training knobs) is
-    ignored here; every other top-level key must be an evaluation section. Overrides use dotted keys
+    The file may be a shared ``params.yaml``: trackeval reads its own sections (the shared ones and each
+    registered unit's) and ignores every other top-level key (the ``pipeline`` section, the user's own stages'
+    sections; a near miss of a trackeval section is a warning with "did you mean"); unknown keys *inside* its
+    sections stay errors, and so does an unknown section in an override. Overrides use dotted keys
     (``umd.nsd_tolerance_mm=2``) and YAML values (``umd.labels={liver: 1}``).
     Raises :class:`ConfigError` naming the file and field on any problem, a key repeated in the file or in a
     ``--set`` value included (:func:`trackeval.config.loader.load_yaml`).
     """
-    tree = _read_file(path) if path is not None else {}
+    tree = _own_sections(_read_file(path), model.model_fields, path) if path is not None else {}
     source = str(path) if path else "defaults"
     for item in overrides or []:
         source += f" + --set {_apply_override(tree, item)}"
