@@ -29,7 +29,7 @@ import numpy as np
 
 from trackeval.metrics.classification import calibration_bins
 from trackeval.registry import metric_info, units
-from trackeval.results import BenchmarkResult, PlotSpec
+from trackeval.results import BenchmarkResult, PlotSpec, config_value
 from trackeval.stats.reduce import nan_mean
 
 #: the group of the pooled (micro-averaged) rows of the label/score kinds
@@ -170,10 +170,8 @@ def reliability_bins(result: BenchmarkResult, metric: str) -> int:
     info = metric_info(result.unit, metric)
     if info is None or info.bins is None:
         return DEFAULT_BINS
-    node: object = result.config
-    for part in info.bins.split("."):
-        node = node.get(part) if isinstance(node, dict) else None
-    return node if isinstance(node, int) and not isinstance(node, bool) else DEFAULT_BINS
+    bins = config_value(result.config, info.bins)
+    return bins if isinstance(bins, int) and not isinstance(bins, bool) else DEFAULT_BINS
 
 
 def reliability_rows(

@@ -317,6 +317,15 @@ def headline_metrics(result: BenchmarkResult) -> dict[str, float]:
     return out
 
 
+def config_value(config: Mapping[str, Any], path: str) -> object:
+    """The value at dotted ``path`` of a result's ``config`` (``umd.labels``, ``xray.cls.ece_bins``); None when any
+    part is absent or sits below a value that is not a mapping."""
+    node: object = config
+    for part in path.split("."):
+        node = node.get(part) if isinstance(node, dict) else None
+    return node
+
+
 def item_matrix(cases: Sequence[CaseRecord], items: Sequence[str], metric: str) -> np.ndarray:
     """``(n_cases, n_items)`` float array of one per-item metric; NaN where a value is missing or null."""
     out = np.full((len(cases), len(items)), np.nan)

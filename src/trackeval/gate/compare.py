@@ -45,11 +45,12 @@ from typing import Any, Literal, Protocol, cast
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from trackeval.results import BenchmarkResult, CaseRecord, item_matrix, metric_key, sha256_text
+from trackeval.results import BenchmarkResult, CaseRecord, config_value, item_matrix, metric_key, sha256_text
 from trackeval.spec import CorpusHeadline, PairedMethod, Reduction
 from trackeval.stats.bootstrap import cluster_codes, group_seed
 from trackeval.stats.paired import PairedAUC, PairedHeadline, paired_corpus, paired_delong, paired_headlines
 from trackeval.stats.reduce import MeanReduction
+from trackeval.stats.verify import close
 
 
 class MetricFacts(Protocol):
@@ -145,20 +146,12 @@ def protocol_digest(result: BenchmarkResult, fields: Sequence[str] | None) -> st
     (``umd.labels``; a path that is absent counts as null). ``None``: the whole config (``config_digest``)."""
     if fields is None:
         return result.config_digest
-    values = {path: _config_value(result.config, path) for path in sorted(fields)}
+    values = {path: config_value(result.config, path) for path in sorted(fields)}
     return sha256_text(json.dumps(values, sort_keys=True))
 
 
 #: the longest value a protocol mismatch shows (compact JSON, shortened with ``...``)
 SHOWN_VALUE_CHARS = 80
-
-
-def _config_value(config: Mapping[str, Any], path: str) -> object:
-    """The value at dotted ``path`` of a result's config (None when absent)."""
-    node: object = config
-    for part in path.split("."):
-        node = node.get(part) if isinstance(node, dict) else None
-    return node
 
 
 def _first_differing_path(a: Mapping[str, Any], b: Mapping[str, Any]) -> str | None:
@@ -191,9 +184,9 @@ def _protocol_problem(
         first = _first_differing_path(cand, base)
         paths = [] if first is None else [first]
     else:
-        paths = [p for p in protocol if _config_value(cand, p) != _config_value(base, p)]
+        paths = [p for p in protocol if config_value(cand, p) != config_value(base, p)]
     what = "; ".join(
-        f"{p} is {_shown(_config_value(cand, p))} in the candidate, {_shown(_config_value(base, p))} in the baseline"
+        f"{p} is {_shown(config_value(cand, p))} in the candidate, {_shown(config_value(base, p))} in the baseline"
         for p in paths
     )
     if not what:
@@ -299,7 +292,7 @@ def _stored_mismatch(result: BenchmarkResult, key: str, recomputed: float, side:
     if stored is None:
         return None
     value = math.nan if stored.value is None else stored.value
-    if (math.isnan(value) and math.isnan(recomputed)) or math.isclose(value, recomputed, rel_tol=1e-9, abs_tol=1e-12):
+    if close(value, recomputed):  # the evidence checks' tolerance: the stored value up to its last bits
         return None
     return (
         f"the {side}'s {key} = {value!r} is not what its case records give ({recomputed!r}): the gate compares "
