@@ -397,6 +397,9 @@ class IMISInputs(BaseModel):
     model: str | None = Field(None, description="live mode: MODULE:FACTORY or an MLflow model URI (models:/name/1)")
     predictions: Path | None = Field(None, description="offline mode: interaction log LOG.jsonl to verify and score")
     model_arg: list[str] = Field(default_factory=list, description="factory keyword argument NAME=VALUE")
+    format: str | None = Field(
+        None, description="the ground truth's layout (default: told from the files; docs/benchmarks/)"
+    )
 
     @model_validator(mode="after")
     def _one_mode(self) -> IMISInputs:

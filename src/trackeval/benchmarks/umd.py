@@ -333,6 +333,9 @@ class UMDInputs(BaseModel):
 
     ground_truth: Path = Field(description="folder with manifest.csv and <case_id>.nii.gz (or .nii)")
     predictions: Path = Field(description="folder with <case_id>.nii.gz (or .nii) predictions")
+    format: str | None = Field(
+        None, description="the ground truth's layout (default: told from the files; docs/benchmarks/)"
+    )
 
 
 def _evaluate(inputs: UMDInputs, cfg: EvalConfig, model: dict[str, str]) -> BenchmarkResult:

@@ -51,6 +51,8 @@ def evaluate(task: str, inputs: TaskInputs, cfg: EvalConfig, model: dict[str, st
         raise InputError("--validation is only used by --task cls", file=str(inputs.validation), field="validation")
     if inputs.label_names is not None and task != "seg":
         raise InputError("--label-names is only used by --task seg", file=str(inputs.label_names), field="label_names")
+    if inputs.readers and task != "cls":
+        raise InputError("--readers is only used by --task cls", file=str(inputs.readers[0]), field="readers")
     out = TASKS[task](inputs, cfg)
     config = cfg.model_dump(mode="json", include={"bootstrap", "xray"})
     config["xray"] = {task: config["xray"][task]}
@@ -74,11 +76,24 @@ class XRayInputs(BaseModel):
         None, description="cls: folder with labels.csv + scores.csv to choose thresholds on"
     )
     label_names: Path | None = Field(None, description="seg: CSV id,name of the classes")
+    format: str | None = Field(
+        None, description="the ground truth's layout (default: told from the files; docs/benchmarks/xray.md)"
+    )
+    readers: list[Path] = Field(
+        default_factory=list, description="cls: a human reader's decisions (CSV in the truth's layout, or a folder)"
+    )
 
 
 def _task_evaluator(task: str) -> Callable[[XRayInputs, EvalConfig, dict[str, str]], BenchmarkResult]:
     def run(inputs: XRayInputs, cfg: EvalConfig, model: dict[str, str]) -> BenchmarkResult:
-        paths = TaskInputs(inputs.ground_truth, inputs.predictions, inputs.validation, inputs.label_names)
+        paths = TaskInputs(
+            inputs.ground_truth,
+            inputs.predictions,
+            inputs.validation,
+            inputs.label_names,
+            inputs.format,
+            tuple(inputs.readers),
+        )
         return evaluate(task, paths, cfg, model)
 
     return run

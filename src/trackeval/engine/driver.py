@@ -48,7 +48,9 @@ class Evaluation:
     """What an adapter hands to :func:`finish`.
 
     ``params``: protocol facts decided at run time (e.g. where the operating point was chosen), which the adapter
-    may log next to its config in results.json.
+    may log next to its config in results.json. ``formats``: the resolved input layouts
+    (:func:`trackeval.io.layouts.choose`), e.g. ``{"ground_truth": "chexpert", "predictions": "generic"}``,
+    recorded by :func:`finish` as ``config.format`` (nothing when empty).
     """
 
     records: list[CaseRecord]
@@ -59,6 +61,7 @@ class Evaluation:
     summary: dict[str, int]
     warnings: list[str] = field(default_factory=list)
     params: dict[str, Any] = field(default_factory=dict)
+    formats: dict[str, str] = field(default_factory=dict)
 
 
 def score_cases(score: Callable[[_Job], Scored], jobs: Sequence[_Job], engine: EngineConfig, what: str) -> list[Scored]:
@@ -82,6 +85,8 @@ def finish(
 ) -> BenchmarkResult:
     """The :class:`BenchmarkResult` of ``evaluation``: ``config`` holds the sections that determine the numbers,
     ``model`` the evaluated model's ``name`` / ``version``, ``task`` the task of a multi-task benchmark."""
+    if evaluation.formats:
+        config = {**config, "format": dict(evaluation.formats)}
     return build_result(
         benchmark,
         task=task,

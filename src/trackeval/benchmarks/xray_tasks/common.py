@@ -15,12 +15,15 @@ from trackeval.results import key_token
 
 @dataclass(frozen=True)
 class TaskInputs:
-    """The paths of ``trackeval evaluate xray``; what each one holds depends on the task."""
+    """The paths of ``trackeval evaluate xray``; what each one holds depends on the task. ``format``: the
+    ground truth's layout forced by ``--format`` (None: told from the files); ``readers``: ``--readers`` paths."""
 
     ground_truth: Path
     predictions: Path
     validation: Path | None = None
     label_names: Path | None = None
+    format: str | None = None
+    readers: tuple[Path, ...] = ()
 
 
 def unique_tokens(names: list[str], *, file: str, field: str) -> list[str]:
