@@ -22,7 +22,7 @@ METRIC_MODULES = [
     "trackeval.metrics.text",
     "trackeval.metrics.interactive",
 ]
-DOCTEST_MODULES = [*METRIC_MODULES, "trackeval.api", "trackeval.io.results_folder", "trackeval.io.escape"]
+DOCTEST_MODULES = [*METRIC_MODULES, "trackeval.api", "trackeval.loop", "trackeval.io.results_folder", "trackeval.io.escape"]
 FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
 
 

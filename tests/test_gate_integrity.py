@@ -186,7 +186,7 @@ def test_verify_detects_an_alias_moved_outside_the_gate_and_changed_evidence(sto
 
     capsys.readouterr()
     assert main(["verify", "--model", "nope", *sets]) == 2
-    assert "model 'nope' is not registered" in capsys.readouterr().err
+    assert "no registered model 'nope'" in capsys.readouterr().err
 
 
 # ------------------------------------------------------------------------------------------- concurrency

@@ -1,8 +1,14 @@
 """trackeval: evaluate medical-imaging model versions, track them in MLflow and gate their promotion.
 
-``trackeval.evaluate(name, inputs, config=None, model=None)`` scores one benchmark unit (see
-:func:`trackeval.api.evaluate`); ``trackeval.load_config`` builds the configuration. Both are imported on
-first use, so ``import trackeval`` stays light.
+The loop in Python, each function what the CLI command of the same name runs (imported on first use, so
+``import trackeval`` stays light):
+
+- ``trackeval.load_config(path=None, overrides=None)``: the configuration (:func:`trackeval.api.load_config`);
+- ``trackeval.evaluate(name, inputs, config=None, model=None)``: score one benchmark unit
+  (:func:`trackeval.api.evaluate`);
+- ``trackeval.write_results(result, folder)``, ``trackeval.track(result_or_folder, model=..., version=...)``,
+  ``trackeval.compare(a, b)``, ``trackeval.promote(model, candidate, dry_run=False)``,
+  ``trackeval.verify(model)``: :mod:`trackeval.loop`.
 """
 
 from __future__ import annotations
@@ -11,15 +17,24 @@ from typing import TYPE_CHECKING, Any
 
 from trackeval._version import __version__
 
-__all__ = ["__version__", "evaluate", "load_config"]
+__all__ = ["__version__", "compare", "evaluate", "load_config", "promote", "track", "verify", "write_results"]
 
 if TYPE_CHECKING:
     from trackeval.api import evaluate, load_config
+    from trackeval.loop import compare, promote, track, verify, write_results
+
+_HOME = {"evaluate": "api", "load_config": "api"} | dict.fromkeys(
+    ("write_results", "track", "compare", "promote", "verify"), "loop"
+)
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("evaluate", "load_config"):
-        from trackeval import api
+    if name in _HOME:
+        import importlib
 
-        return getattr(api, name)
+        return getattr(importlib.import_module(f"trackeval.{_HOME[name]}"), name)
     raise AttributeError(f"module 'trackeval' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -27,10 +27,8 @@ from trackeval.errors import InputError, OutputError
 from trackeval.io.escape import escape_markdown, escape_terminal
 
 if TYPE_CHECKING:
-    from trackeval.config import GateConfig
     from trackeval.gate.compare import BenchmarkComparison
     from trackeval.gate.decide import Decision
-    from trackeval.gate.policy import UnitPolicy
     from trackeval.tracking.client import Mlflow
 
 #: the file name meaning standard output (``--markdown -``, ``--summary -``)
@@ -164,37 +162,11 @@ def append_markdown(path: Path, text: str) -> None:
         raise OutputError(f"cannot write {path}: {exc.strerror or exc}") from exc
 
 
-def dry_run(
-    ml: Mlflow, name: str, candidate: str, cfg: GateConfig, policies: Mapping[str, UnitPolicy]
-) -> tuple[Decision | None, str, str]:
-    """The gate decision :func:`~trackeval.tracking.promotion.promote` would take, without recording it,
-    tagging the candidate or moving an alias.
-
-    The baseline is ``@champion``; when the candidate is the champion, ``@previous`` (the decision that made it
-    champion) if it exists, else there is nothing to gate (decision ``None``). Returns the decision, the
-    baseline's alias and the candidate's label.
-    """
-    from trackeval.tracking.promotion import decide_versions
-    from trackeval.tracking.registry import registered_aliases, registered_version_name, resolve_version
-
-    cand_mv = resolve_version(ml, name, candidate)
-    aliases = registered_aliases(ml, name)
-    baseline = "champion"
-    if str(aliases.get("champion")) == str(cand_mv.version):
-        if "previous" not in aliases:
-            return None, baseline, registered_version_name(cand_mv)
-        baseline = "previous"
-    base_mv = None
-    if baseline in aliases:
-        base_mv = ml.call("get_model_version", ml.client.get_model_version, name, aliases[baseline])
-    return decide_versions(ml, name, cand_mv, base_mv, cfg, policies), baseline, registered_version_name(cand_mv)
-
-
 def run_promote(args: argparse.Namespace) -> int:
     from trackeval.api import gate_policies
     from trackeval.report.comparison import decision_markdown, missing_markdown, print_decision
     from trackeval.tracking.client import Mlflow
-    from trackeval.tracking.promotion import promote
+    from trackeval.tracking.promotion import dry_run_decision, promote
 
     cfg = _cfg(args)
     ml = Mlflow(cfg.tracking)
@@ -209,7 +181,7 @@ def run_promote(args: argparse.Namespace) -> int:
     baseline = "champion"
     before = _aliases_before(ml, args.model, args.candidate)
     if args.dry_run:
-        decision, baseline, label = dry_run(ml, args.model, args.candidate, cfg.gate, gate_policies(cfg))
+        decision, baseline, label = dry_run_decision(ml, args.model, args.candidate, cfg.gate, gate_policies(cfg))
         if decision is None:
             why = f"{args.model}@champion is {label} and there is no @previous to compare it with: nothing to gate"
             console.print(f"candidate is the champion: {escape_terminal(why)}", highlight=False, soft_wrap=True)

@@ -131,6 +131,29 @@ def _promote(
     )
 
 
+def dry_run_decision(
+    ml: Mlflow, name: str, candidate: str, cfg: GateConfig, policies: Mapping[str, UnitPolicy]
+) -> tuple[Decision | None, str, str]:
+    """The gate decision :func:`promote` would take, without recording it,
+    tagging the candidate or moving an alias.
+
+    The baseline is ``@champion``; when the candidate is the champion, ``@previous`` (the decision that made it
+    champion) if it exists, else there is nothing to gate (decision ``None``). Returns the decision, the
+    baseline's alias and the candidate's label.
+    """
+    cand_mv = resolve_version(ml, name, candidate)
+    aliases = registered_aliases(ml, name)
+    baseline = "champion"
+    if str(aliases.get("champion")) == str(cand_mv.version):
+        if "previous" not in aliases:
+            return None, baseline, registered_version_name(cand_mv)
+        baseline = "previous"
+    base_mv = None
+    if baseline in aliases:
+        base_mv = ml.call("get_model_version", ml.client.get_model_version, name, aliases[baseline])
+    return decide_versions(ml, name, cand_mv, base_mv, cfg, policies), baseline, registered_version_name(cand_mv)
+
+
 def reconcile(
     ml: Mlflow, name: str, versions: list[str], cfg: GateConfig, policies: Mapping[str, UnitPolicy]
 ) -> tuple[list[tuple[str, Decision, str]], str | None]:

@@ -13,7 +13,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from trackeval.errors import InputError
 from trackeval.tracking.client import Mlflow, TrackingError, check_model_ref, error_code, quote
 from trackeval.tracking.decision_runs import runs_param
 from trackeval.tracking.evidence import run_digest
@@ -23,6 +22,7 @@ from trackeval.tracking.registry import (
     registered_model,
     registered_version_name,
     set_alias_to,
+    unknown_model,
 )
 from trackeval.tracking.tags import KIND_GATE, PROMOTED_TAG, TAG
 
@@ -153,9 +153,7 @@ def verify_aliases(ml: Mlflow, name: str) -> list[AliasStatus]:
     """
     check_model_ref(name, "name")
     if registered_model(ml, name) is None:
-        raise InputError(
-            f"model {name!r} is not registered: nothing to verify (run `trackeval track`)", field="--model"
-        )
+        raise unknown_model(ml, name)
     aliases = {k: str(v) for k, v in registered_aliases(ml, name).items()}
     ev = _Evidence(ml, name)
     out = []

@@ -1,0 +1,174 @@
+"""The whole loop as Python functions: write the results of :func:`trackeval.evaluate`, track them, compare two
+versions, promote a candidate through the gate and verify a model's aliases.
+
+Each function is what the CLI command of the same name runs, returns the typed object that command prints, and
+raises the command's errors as exceptions (:class:`~trackeval.errors.TrackevalError`: ``InputError``,
+``ConfigError``, ``TrackingError``): nothing here prints or exits. A failing gate is not an error: ``promote``
+returns the :class:`~trackeval.gate.decide.Decision` with ``verdict == "fail"`` (the CLI's exit 1).
+
+``config`` is the :func:`trackeval.load_config` object (its ``tracking`` section names the MLflow store: the
+``MLFLOW_TRACKING_URI`` environment variable, else ``tracking.uri``); None builds the defaults.
+
+Inside an active MLflow run (a training script's ``with mlflow.start_run():``), :func:`track` links the
+evaluation to it both ways: the active run gets the tag ``trackeval.evaluation_run`` (the version's trackeval
+parent run) and the headline metrics with their CIs (``umd/dsc``, ``umd/dsc/ci95_low`` ...; never the
+breakdowns, which stay on the evaluation runs), and the trackeval parent run gets ``trackeval.source_run``. Both
+live in the active run's store: ``mlflow.set_tracking_uri`` sets ``MLFLOW_TRACKING_URI``, which trackeval reads
+before ``tracking.uri``.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from trackeval.config import EvalConfig
+from trackeval.gate.compare import BenchmarkComparison
+from trackeval.gate.decide import Decision
+from trackeval.io.results_folder import write_outputs
+from trackeval.results import BenchmarkResult, headline_metrics
+from trackeval.tracking.client import Mlflow
+from trackeval.tracking.tags import TAG
+from trackeval.tracking.track import Tracked, track_results
+from trackeval.tracking.verification import AliasStatus
+
+__all__ = ["compare", "promote", "track", "verify", "write_results"]
+
+#: on the user's active run: the trackeval parent run of the evaluated version
+EVALUATION_RUN_TAG = TAG + "evaluation_run"
+#: on the trackeval parent run: the user's run that tracked it
+SOURCE_RUN_TAG = TAG + "source_run"
+
+
+def _config(config: EvalConfig | None) -> EvalConfig:
+    from trackeval.api import load_config
+
+    return config if config is not None else load_config()
+
+
+def write_results(result: BenchmarkResult, folder: str | Path) -> dict[str, Path]:
+    """Write ``result`` as a results folder (results.json, metrics.json, cases.parquet: what ``trackeval
+    track`` and ``compare`` read), creating ``folder`` (a ``str`` or a ``Path``); returns ``{file name: path}``.
+
+    >>> import trackeval
+    >>> from trackeval.demo.umd_example import example_dirs
+    >>> gt, pred = example_dirs()
+    >>> cfg = trackeval.load_config(None, ["engine.executor=local", "engine.cache=false"])
+    >>> result = trackeval.evaluate("umd", {"ground_truth": gt, "predictions": pred}, cfg)
+    >>> import tempfile, pathlib
+    >>> out = pathlib.Path(tempfile.mkdtemp()) / "v1"
+    >>> files = trackeval.write_results(result, str(out))
+    >>> sorted(p.name for p in files.values())
+    ['cases.parquet', 'metrics.json', 'results.json']
+    """
+    return write_outputs(result, Path(folder))
+
+
+def _folders(results: BenchmarkResult | str | Path | Sequence[str | Path], scratch: Path) -> list[Path]:
+    """Results folders to track: each folder as given; a result object written into ``scratch`` first."""
+    items = results if isinstance(results, (list, tuple)) else [results]
+    out = []
+    for i, item in enumerate(items):
+        if isinstance(item, BenchmarkResult):
+            folder = scratch / f"result_{i}"
+            write_outputs(item, folder)
+            out.append(folder)
+        else:
+            out.append(Path(item))
+    return out
+
+
+def track(
+    results: BenchmarkResult | str | Path | Sequence[str | Path],
+    *,
+    model: str | None = None,
+    version: str | None = None,
+    config: EvalConfig | None = None,
+    replace: bool = False,
+) -> list[Tracked]:
+    """Log results (a result object, a results folder, or several folders) to MLflow as ``trackeval track``
+    does: one evaluation run per unit under the version's parent run, the registered version and its
+    ``challenger`` alias. ``model`` / ``version`` override the ones recorded in the results. Idempotent.
+    Inside an active MLflow run, links the evaluation to it (module docstring).
+
+    Raises:
+        InputError: a folder does not verify, or the model or version is missing or refused.
+        TrackingError: MLflow failed (the results stay on disk; calling again completes the work).
+    """
+    import mlflow
+
+    cfg = _config(config)
+    active = mlflow.active_run()
+    named = {k: v for k, v in (("name", model), ("version", version)) if v}
+    with tempfile.TemporaryDirectory(prefix="trackeval-results-") as scratch:
+        folders = _folders(results, Path(scratch))
+        outcomes = track_results(folders, cfg.tracking, named or None, replace=replace)
+        if active is not None:
+            _link_active(Mlflow(cfg.tracking), active.info.run_id, outcomes, folders)
+    return outcomes
+
+
+def _link_active(ml: Mlflow, active_id: str, outcomes: list[Tracked], folders: list[Path]) -> None:
+    """Tag the active run and the trackeval parent runs with each other; log the headline metrics (with CIs)
+    of every tracked result into the active run."""
+    from mlflow.entities import Metric
+
+    from trackeval.io.results_folder import read_results
+
+    now = int(time.time() * 1000)
+    metrics: dict[str, float] = {}
+    for outcome, folder in zip(outcomes, folders, strict=True):
+        parent = ml.call("get_run", ml.client.get_run, outcome.run_id).data.tags.get("mlflow.parentRunId", "")
+        if parent:
+            ml.call("set_tag", ml.client.set_tag, parent, SOURCE_RUN_TAG, active_id)
+            ml.call("set_tag", ml.client.set_tag, active_id, EVALUATION_RUN_TAG, parent)
+        metrics.update(headline_metrics(read_results(folder)))
+    batch = [Metric(k, v, now, 0) for k, v in sorted(metrics.items())]
+    for start in range(0, len(batch), 1000):  # MLflow's log_batch limit
+        ml.call("log_batch", ml.client.log_batch, active_id, metrics=batch[start : start + 1000])
+
+
+def compare(a: str | Path, b: str | Path, *, config: EvalConfig | None = None) -> list[BenchmarkComparison]:
+    """Paired comparisons ``a - b`` of every unit both were evaluated on, each on its gate's primary metric
+    (``trackeval compare``): ``a`` / ``b`` are ``NAME@ALIAS``, ``NAME/VERSION``, a run id or a results folder.
+
+    Raises:
+        InputError: a reference resolves to nothing, or the two share no unit.
+    """
+    from trackeval.api import gate_policies
+    from trackeval.tracking.evidence import compare_refs
+
+    cfg = _config(config)
+    comparisons, _ = compare_refs(Mlflow(cfg.tracking), str(a), str(b), cfg.gate, gate_policies(cfg))
+    return comparisons
+
+
+def promote(model: str, candidate: str, *, dry_run: bool = False, config: EvalConfig | None = None) -> Decision | None:
+    """Gate ``candidate`` (a version name such as ``v2``, or ``@challenger``) against ``model@champion`` as
+    ``trackeval promote`` does: on pass the aliases move (``@previous`` <- old champion, ``@champion`` <-
+    candidate); pass or fail, the decision is recorded. ``dry_run``: the decision that would be taken, nothing
+    recorded or moved (None when the candidate is already the champion and has no ``@previous``).
+
+    Raises:
+        InputError: no such model or version, or the candidate is already the champion (not with ``dry_run``).
+    """
+    from trackeval.api import gate_policies
+    from trackeval.tracking.promotion import dry_run_decision
+    from trackeval.tracking.promotion import promote as promote_version
+
+    cfg = _config(config)
+    ml = Mlflow(cfg.tracking)
+    if dry_run:
+        return dry_run_decision(ml, model, candidate, cfg.gate, gate_policies(cfg))[0]
+    return promote_version(ml, model, candidate, cfg.gate, gate_policies(cfg))[0]
+
+
+def verify(model: str, *, config: EvalConfig | None = None) -> list[AliasStatus]:
+    """``trackeval verify``: each alias of ``model`` with the version it names and its problem (None: it holds:
+    ``@champion`` rests on a recorded passing decision over the evidence the version still points at)."""
+    from trackeval.tracking.verification import verify_aliases
+
+    cfg = _config(config)
+    return verify_aliases(Mlflow(cfg.tracking), model)
