@@ -21,8 +21,17 @@ METRIC_MODULES = [
     "trackeval.metrics.detection",
     "trackeval.metrics.text",
     "trackeval.metrics.interactive",
+    "trackeval.metrics.box_union",
+    "trackeval.metrics.readers",
 ]
-DOCTEST_MODULES = [*METRIC_MODULES, "trackeval.api", "trackeval.loop", "trackeval.io.results_folder", "trackeval.io.escape"]
+DOCTEST_MODULES = [
+    *METRIC_MODULES,
+    "trackeval.api",
+    "trackeval.loop",
+    "trackeval.benchmarks.xray_tasks.report_layouts",
+    "trackeval.io.results_folder",
+    "trackeval.io.escape",
+]
 FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
 
 

@@ -205,6 +205,8 @@ ALLOWED: dict[str, set[str]] = {
     "report": {"gate", "io", "plotdata"},  # io.escape: each medium's one escaping function
     "tracking": {"io", "gate", "report", "plotdata", "stats", "metrics"},
     "api": {"benchmarks", "gate", "stats", "metrics", "io", "engine", "audit", "interactive"},
+    # the Python API of the loop: what the track/compare/promote/verify commands run, without the terminal
+    "loop": {"api", "gate", "io", "tracking"},
     "demo": {"metrics", "io", "engine", "interactive", "stats", "benchmarks"},
 }
 

@@ -18,31 +18,9 @@ from pycocoevalcap.rouge.rouge import Rouge
 from scipy import ndimage
 from sklearn.metrics import roc_auc_score, roc_curve
 
-from trackeval.cli import main
+from tests.xray_cli import fail_line, run_task
 from trackeval.demo.xray_data import NIH_FINDINGS, iu_xray_reports, lung_masks, nih_findings
 from trackeval.metrics.text import tokenize
-
-FAST = ("--executor", "local", "--set", "bootstrap.n_resamples=200")
-
-
-def _run(task: str, gt: Path, pred: Path, out: Path, *extra: str) -> dict:
-    argv = ["evaluate", "xray", "--task", task, "--ground-truth", str(gt), "--predictions", str(pred)]
-    rc = main([*argv, "--out", str(out), *FAST, *extra])
-    assert rc == 0
-    return json.loads((out / "results.json").read_text())
-
-
-def _fails(capsys, task: str, gt: Path, pred: Path, out: Path, *needles: str, extra: tuple[str, ...] = ()) -> str:
-    argv = ["evaluate", "xray", "--task", task, "--ground-truth", str(gt), "--predictions", str(pred)]
-    rc = main([*argv, "--out", str(out), *FAST, *extra])
-    err = capsys.readouterr().err
-    assert rc == 2, err
-    line = [x for x in err.splitlines() if x.startswith("trackeval: error:")]
-    assert len(line) == 1, err
-    for needle in needles:
-        assert needle in line[0], line[0]
-    assert not out.exists()
-    return line[0]
 
 
 def _write_csv(path: Path, header: list[str], rows: list[list]) -> Path:
@@ -85,8 +63,8 @@ def test_cls_on_nih_prevalence(nih, tmp_path):
     test, val = slice(0, 3000), slice(3000, 4000)
     lab, sco = _cls_files(tmp_path / "test", ids[test], labels[test], p[test])
     _cls_files(tmp_path / "val", ids[val], labels[val], p[val])
-    res = _run("cls", lab, sco, tmp_path / "out")
-    res_val = _run("cls", lab, sco, tmp_path / "out_val", "--validation", str(tmp_path / "val"))
+    res = run_task("cls", lab, sco, tmp_path / "out")
+    res_val = run_task("cls", lab, sco, tmp_path / "out_val", "--validation", str(tmp_path / "val"))
     assert res["config"]["xray_run"]["operating_point"] == "test"
     assert res_val["config"]["xray_run"]["operating_point"] == "validation"
     assert res["summary"]["n_uncertain_labels"] == int(uncertain[test].sum())
@@ -140,7 +118,7 @@ def test_cls_uncertain_policies(tmp_path, policy, expected):
     lab = _write_csv(tmp_path / "l.csv", header, [["a", 1], ["b", 0], ["c", ""], ["d", 1], ["e", 0]])
     sco = _write_csv(tmp_path / "s.csv", header, [["a", 0.9], ["b", 0.8], ["c", 0.85], ["d", 0.6], ["e", 0.1]])
     # min_positives=1: this 5-image finding stays in the headline (the default 10 would leave it out)
-    res = _run(
+    res = run_task(
         "cls", lab, sco, tmp_path / "out", "--set", f"xray.cls.uncertain={policy}", "--set", "xray.cls.min_positives=1"
     )
     y = {"ignore": [1, 0, 1, 0], "zeros": [1, 0, 0, 1, 0], "ones": [1, 0, 1, 1, 0]}[policy]
@@ -172,7 +150,7 @@ def test_seg_on_real_lung_masks(tmp_path):
         inter, union = (p & m).sum(), (p | m).sum()
         expected[case] = (2 * inter / (p.sum() + m.sum()), inter / union) if union else (np.nan, np.nan)
     names = _write_csv(tmp_path / "names.csv", ["id", "name"], [[255, "Lung"]])
-    res = _run("seg", gt, pred, tmp_path / "out", "--label-names", str(names))
+    res = run_task("seg", gt, pred, tmp_path / "out", "--label-names", str(names))
     # the archive's mask 16745_2_2 is empty (a real edge case): both empty -> NaN, left out and not counted
     assert np.isnan(expected["img0"][0]) and 0.8 < expected["img1"][0] < 1.0
     dsc = np.nanmean([d for d, _ in expected.values()])
@@ -198,7 +176,7 @@ def test_ret_precision_at_k(tmp_path):
         ["query", "rank", "retrieved"],
         [["q1", 1, "a"], ["q1", 2, "c"], ["q1", 3, "b"], ["q2", 2, "a"], ["q2", 1, "c"]],
     )
-    res = _run("ret", labels, ranks, tmp_path / "out", "--set", "xray.ret.ks=[1,3]")
+    res = run_task("ret", labels, ranks, tmp_path / "out", "--set", "xray.ret.ks=[1,3]")
     assert _agg(res, "xray/ret/p_at_1") == 1.0  # q1 -> a (hand), q2 -> c (knee)
     assert _agg(res, "xray/ret/p_at_3") == pytest.approx((2 / 3 + 1 / 3) / 2)  # q2's list padded to 3
     assert res["summary"]["n_short_lists"] == 1
@@ -229,7 +207,7 @@ def _coco(tmp_path: Path) -> tuple[Path, Path]:
 
 def test_loc_map50_and_grounding(tmp_path):
     gt, det = _coco(tmp_path)
-    res = _run("loc", gt, det, tmp_path / "out")
+    res = run_task("loc", gt, det, tmp_path / "out")
     assert _agg(res, "xray/loc/map_50/by_category/fracture") == pytest.approx(1.0)
     assert _agg(res, "xray/loc/map_50/by_category/nodule") == 0.0
     assert _agg(res, "xray/loc/map_50") == pytest.approx(0.5)
@@ -247,7 +225,7 @@ def test_report_against_pycocoevalcap(tmp_path):
     with open(tmp_path / "preds.jsonl", "w") as f:
         for k, (rid, _) in enumerate(reports[:-1]):  # the last reference has no prediction
             f.write(json.dumps({"id": rid, "report": reports[(k + 3) % len(reports)][1]}) + "\n")
-    res = _run("report", tmp_path / "refs.jsonl", tmp_path / "preds.jsonl", tmp_path / "out")
+    res = run_task("report", tmp_path / "refs.jsonl", tmp_path / "preds.jsonl", tmp_path / "out")
     gts = {rid: [" ".join(tokenize(t))] for rid, t in reports}
     hyp = {rid: [" ".join(tokenize(reports[(k + 3) % len(reports)][1]))] for k, (rid, _) in enumerate(reports)}
     hyp[reports[-1][0]] = [""]
@@ -294,7 +272,7 @@ GOOD_LABELS = [["x1", 1, 0], ["x2", 0, 1]]
 )
 def test_cls_bad_input(tmp_path, capsys, label_rows, score_rows, score_header, needles):
     lab, sco = _cls_pair(tmp_path, label_rows, score_rows, score_header=score_header)
-    _fails(capsys, "cls", lab, sco, tmp_path / "out", *needles)
+    fail_line(capsys, "cls", lab, sco, tmp_path / "out", *needles)
 
 
 def test_empty_and_malformed_files(tmp_path, capsys):
@@ -302,28 +280,28 @@ def test_empty_and_malformed_files(tmp_path, capsys):
     empty.write_text("")
     good = tmp_path / "good.jsonl"
     good.write_text('{"id": "r1", "report": "no effusion"}\n')
-    _fails(capsys, "report", empty, good, tmp_path / "o1", "file is empty", "empty.jsonl")
+    fail_line(capsys, "report", empty, good, tmp_path / "o1", "file is empty", "empty.jsonl")
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"id": "r1", "report": "no effusion"}\n{"id": "r2", "report": \n')
-    _fails(capsys, "report", good, bad, tmp_path / "o2", "malformed JSON on line 2", "bad.jsonl")
+    fail_line(capsys, "report", good, bad, tmp_path / "o2", "malformed JSON on line 2", "bad.jsonl")
     dup = tmp_path / "dup.jsonl"
     dup.write_text('{"id": "r1", "report": "a"}\n{"id": "r1", "report": "b"}\n')
-    _fails(capsys, "report", dup, good, tmp_path / "o3", "duplicate id", "case=r1", "field=id")
+    fail_line(capsys, "report", dup, good, tmp_path / "o3", "duplicate id", "case=r1", "field=id")
     extra = tmp_path / "extra.jsonl"
     extra.write_text('{"id": "r1", "report": "a"}\n{"id": "r9", "report": "b"}\n')
-    _fails(capsys, "report", good, extra, tmp_path / "o4", "without a reference", "case=r9")
+    fail_line(capsys, "report", good, extra, tmp_path / "o4", "without a reference", "case=r9")
     noreport = tmp_path / "noreport.jsonl"
     noreport.write_text('{"id": "r1", "text": "a"}\n')
-    _fails(capsys, "report", good, noreport, tmp_path / "o5", "'report' must be a string", "field=report")
+    fail_line(capsys, "report", good, noreport, tmp_path / "o5", "'report' must be a string", "field=report")
     gt, det = _coco(tmp_path)
     det.write_text('[{"image_id": 1, "category_id": 1, "bbox": [0, 0, 1, 1], "score": 0.5},')
-    _fails(capsys, "loc", gt, det, tmp_path / "o6", "malformed JSON", "det.json")
+    fail_line(capsys, "loc", gt, det, tmp_path / "o6", "malformed JSON", "det.json")
     det.write_text('[{"image_id": 1, "category_id": 7, "bbox": [0, 0, 1, 1], "score": 0.5}]')
-    _fails(capsys, "loc", gt, det, tmp_path / "o7", "unknown category_id", "field=category_id")
+    fail_line(capsys, "loc", gt, det, tmp_path / "o7", "unknown category_id", "field=category_id")
     det.write_text('[{"image_id": 1, "category_id": 1, "bbox": [0, 0, -1, 1], "score": 0.5}]')
-    _fails(capsys, "loc", gt, det, tmp_path / "o8", "width and height", "field=bbox")
+    fail_line(capsys, "loc", gt, det, tmp_path / "o8", "width and height", "field=bbox")
     gt.write_text('{"images": [], "annotations": []}')
-    _fails(capsys, "loc", gt, det, tmp_path / "o9", "'categories'", "gt.json")
+    fail_line(capsys, "loc", gt, det, tmp_path / "o9", "'categories'", "gt.json")
 
 
 def test_ret_bad_input(tmp_path, capsys):
@@ -337,7 +315,7 @@ def test_ret_bad_input(tmp_path, capsys):
     ]
     for n, (rows, needles) in enumerate(cases):
         ranks = _write_csv(tmp_path / f"r{n}.csv", ["query", "rank", "retrieved"], rows)
-        _fails(capsys, "ret", labels, ranks, tmp_path / f"o{n}", *needles)
+        fail_line(capsys, "ret", labels, ranks, tmp_path / f"o{n}", *needles)
 
 
 def test_seg_bad_input(tmp_path, capsys):
@@ -348,12 +326,12 @@ def test_seg_bad_input(tmp_path, capsys):
     Image.fromarray(np.full((8, 9), 255, np.uint8)).save(pred / "a.png")
     names = _write_csv(tmp_path / "names.csv", ["id", "name"], [[255, "lung"]])
     extra = ("--label-names", str(names))
-    _fails(capsys, "seg", gt, pred, tmp_path / "o1", "shape mismatch", "case=a", "field=dim", extra=extra)
+    fail_line(capsys, "seg", gt, pred, tmp_path / "o1", "shape mismatch", "case=a", "field=dim", extra=extra)
     Image.fromarray(np.full((8, 8), 7, np.uint8)).save(pred / "a.png")
-    _fails(capsys, "seg", gt, pred, tmp_path / "o2", "[7]", "not in the label names", extra=extra)
+    fail_line(capsys, "seg", gt, pred, tmp_path / "o2", "[7]", "not in the label names", extra=extra)
     Image.fromarray(np.zeros((8, 8, 3), np.uint8)).save(pred / "a.png")
-    _fails(capsys, "seg", gt, pred, tmp_path / "o3", "PNG mode RGB", "field=mode", extra=extra)
-    _fails(capsys, "seg", gt, pred, tmp_path / "o4", "no class names", "field=label_names")
+    fail_line(capsys, "seg", gt, pred, tmp_path / "o3", "PNG mode RGB", "field=mode", extra=extra)
+    fail_line(capsys, "seg", gt, pred, tmp_path / "o4", "no class names", "field=label_names")
 
 
 def test_seg_png_bomb_is_refused_before_decoding(tmp_path, capsys):
@@ -370,7 +348,7 @@ def test_seg_png_bomb_is_refused_before_decoding(tmp_path, capsys):
     bomb = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"\0")) + chunk(b"IEND", b"")
     (pred / "a.png").write_bytes(bomb)
     names = _write_csv(tmp_path / "names.csv", ["id", "name"], [[255, "lung"]])
-    _fails(
+    fail_line(
         capsys,
         "seg",
         gt,

@@ -19,7 +19,7 @@ from trackeval.registry import unit, units
 from trackeval.results import BenchmarkResult
 from trackeval.spec import BenchmarkSpec
 
-__all__ = ["config_model", "evaluate", "gate_policies", "load_config", "validate_inputs"]
+__all__ = ["config_model", "evaluate", "gate_policies", "load_config", "unit_outputs", "validate_inputs"]
 
 
 @functools.cache
@@ -102,3 +102,25 @@ def evaluate(
 def gate_policies(cfg: EvalConfig) -> dict[str, UnitPolicy]:
     """``{unit: policy}``: every registered unit's primary metric, margins and floor under ``cfg.gate``."""
     return resolve_policies(cfg.gate, units().values())
+
+
+def unit_outputs(
+    name: str, inputs: BaseModel | Mapping[str, Any], config: EvalConfig, result: BenchmarkResult
+) -> dict[str, bytes]:
+    """The unit's extra files for these inputs and result (:attr:`~trackeval.spec.BenchmarkSpec.outputs`, e.g.
+    UMD's nnU-Net ``summary.json`` with ``--nnunet-summary``); ``{}`` when it declares none.
+
+    Raises:
+        ConfigError: a file name that is not a plain name, or is one of the results set's.
+    """
+    from trackeval.io.results_folder import OUTPUT_FILES
+    from trackeval.registry import hook
+
+    spec = unit(name)
+    if spec.outputs is None:
+        return {}
+    extra = dict(hook(spec, "outputs")(validate_inputs(spec, inputs), config, result))
+    for file_name in extra:
+        if file_name in OUTPUT_FILES or Path(file_name).name != file_name or file_name in ("", ".", ".."):
+            raise ConfigError(f"benchmark unit {spec.name!r}: extra output {file_name!r} is not a free plain file name")
+    return extra

@@ -16,6 +16,9 @@ box            ``{dim, case_id, subject_id, value}``                           a
 curve_k        ``{dim, k, value, ci95_low, ci95_high}``                        ``<metric at k>/by_<dim>/<group>``
 =============  ==============================================================  =====================================
 
+Human readers' operating points (:func:`reader_point_rows`, drawn on the ``roc`` figure) come from the
+aggregates the unit recorded for them (names in :mod:`trackeval.metrics.readers`).
+
 The pooled rows of ``roc``/``pr``/``reliability`` carry the group :data:`POOLED` (not a metric-key token, so it
 never collides with an item).
 """
@@ -28,6 +31,7 @@ import re
 import numpy as np
 
 from trackeval.metrics.classification import calibration_bins
+from trackeval.metrics.readers import READER_DIMENSION, READER_SENSITIVITY, READER_SPECIFICITY
 from trackeval.registry import metric_info, units
 from trackeval.results import BenchmarkResult, PlotSpec, config_value
 from trackeval.stats.reduce import nan_mean
@@ -161,6 +165,66 @@ def operating_point_rows(result: BenchmarkResult, dim: str = "finding") -> list[
             }
         )
     return rows
+
+
+def _reader_pattern(result: BenchmarkResult, metric: str, dim: str) -> re.Pattern[str]:
+    return re.compile(
+        rf"^{re.escape(result.unit)}/{re.escape(metric)}/by_{READER_DIMENSION}/(?P<r>[a-z0-9_]+)"
+        rf"/by_{re.escape(dim)}/(?P<item>[a-z0-9_]+)$"
+    )
+
+
+def reader_point_rows(result: BenchmarkResult, dim: str = "finding") -> list[dict[str, object]]:
+    """Each human reader's operating point per item, as the result records it: rows ``{reader, dim, fpr, tpr,
+    fpr_low, fpr_high, tpr_low, tpr_high}`` (sorted by reader, then item) from the aggregates
+    ``<unit>/<reader sensitivity>/by_reader/<r>/by_<dim>/<item>`` and the specificity alike (names:
+    :mod:`trackeval.metrics.readers`); ``fpr`` is ``1 - specificity`` (its bounds the specificity's, flipped;
+    None without a CI). Only points with both values; none for a result without readers."""
+    spec = {
+        (m["r"], m["item"]): s
+        for key, s in result.aggregates.items()
+        if (m := _reader_pattern(result, READER_SPECIFICITY, dim).match(key)) and s.value is not None
+    }
+    rows: list[dict[str, object]] = []
+    for key, sens in sorted(result.aggregates.items()):
+        m = _reader_pattern(result, READER_SENSITIVITY, dim).match(key)
+        sp = spec.get((m["r"], m["item"])) if m else None
+        if m is None or sp is None or sens.value is None or sp.value is None:
+            continue
+        rows.append(
+            {
+                READER_DIMENSION: m["r"],
+                dim: m["item"],
+                "fpr": 1.0 - sp.value,
+                "tpr": sens.value,
+                "fpr_low": None if sp.ci95_high is None else 1.0 - sp.ci95_high,
+                "fpr_high": None if sp.ci95_low is None else 1.0 - sp.ci95_low,
+                "tpr_low": sens.ci95_low,
+                "tpr_high": sens.ci95_high,
+            }
+        )
+    return rows
+
+
+def reader_metric_rows(result: BenchmarkResult, dim: str = "finding") -> tuple[list[str], list[dict[str, object]]]:
+    """The metrics the result records per human reader and item (``<unit>/<metric>/by_reader/<r>/by_<dim>/
+    <item>``: sensitivity, specificity, the model's sensitivity at the reader's specificity...) and one row per
+    reader and item ``{reader, dim, <metric>: MetricSummary or None}``, sorted by reader then item; ``([], [])``
+    for a result without readers."""
+    pattern = re.compile(
+        rf"^{re.escape(result.unit)}/(?P<metric>[a-z0-9_/]+?)/by_{READER_DIMENSION}/(?P<r>[a-z0-9_]+)"
+        rf"/by_{re.escape(dim)}/(?P<item>[a-z0-9_]+)$"
+    )
+    cells: dict[tuple[str, str], dict[str, object]] = {}
+    metrics: list[str] = []
+    for key, s in sorted(result.aggregates.items()):
+        if (m := pattern.match(key)) is None:
+            continue
+        if m["metric"] not in metrics:
+            metrics.append(m["metric"])
+        cells.setdefault((m["r"], m["item"]), {READER_DIMENSION: m["r"], dim: m["item"]})[m["metric"]] = s
+    rows = [{**{name: None for name in metrics}, **cells[k]} for k in sorted(cells)]
+    return metrics, rows
 
 
 def reliability_bins(result: BenchmarkResult, metric: str) -> int:

@@ -27,8 +27,8 @@ from trackeval.spec import BenchmarkSpec, MetricInfo
 ENTRY_POINT_GROUP = "trackeval.benchmarks"
 #: How a spec names a hook without importing it: ``package.module:function``.
 HOOK_REF = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*\Z")
-#: The optional hooks of a spec (:attr:`~trackeval.spec.BenchmarkSpec.audit`, ``example``).
-Hook = Literal["audit", "example"]
+#: The optional hooks of a spec (:attr:`~trackeval.spec.BenchmarkSpec.audit`, ``example``, ``outputs``).
+Hook = Literal["audit", "example", "outputs"]
 
 
 def _check_evaluate(ep_name: str, spec: BenchmarkSpec) -> None:
@@ -44,8 +44,9 @@ def _check_evaluate(ep_name: str, spec: BenchmarkSpec) -> None:
 
 
 def _check_hooks(ep_name: str, spec: BenchmarkSpec) -> None:
-    """``audit`` and ``example`` are None, a callable or a ``module:function`` reference (not imported here)."""
-    for kind in ("audit", "example"):
+    """``audit``, ``example`` and ``outputs`` are None, a callable or a ``module:function`` reference (not imported
+    here)."""
+    for kind in ("audit", "example", "outputs"):
         value = getattr(spec, kind)
         if value is None or callable(value) or (isinstance(value, str) and HOOK_REF.fullmatch(value)):
             continue

@@ -27,7 +27,7 @@ Example (a complete toy unit; see ``CONTRIBUTING.md``)::
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -48,6 +48,7 @@ __all__ = [
     "AuditReport",
     "BenchmarkSpec",
     "ExampleHook",
+    "OutputsHook",
     "CorpusHeadline",
     "MetricInfo",
     "PairedMethod",
@@ -187,6 +188,9 @@ class AuditReport:
 AuditHook = Callable[[Any, "EvalConfig", Path], AuditReport]
 #: a unit's bundled example: ``() -> inputs`` (field name -> value, e.g. ``{"ground_truth": Path(...)}``)
 ExampleHook = Callable[[], dict[str, Any]]
+#: a unit's extra output files: ``(inputs, config, result) -> {file name: bytes}`` (``{}``: none for these inputs),
+#: written by ``trackeval evaluate`` into the results folder next to results.json (UMD: nnU-Net's summary.json)
+OutputsHook = Callable[[Any, "EvalConfig", BenchmarkResult], Mapping[str, bytes]]
 
 
 @dataclass(frozen=True)
@@ -237,6 +241,10 @@ class BenchmarkSpec:
             declaration stays light and may name code the adapter's module cannot import).
         example: the unit's bundled example (:data:`ExampleHook`), evaluated by ``trackeval demo``; a callable or
             ``"module:function"`` as ``audit``; None: the unit bundles none.
+        outputs: files the unit writes beside results.json (:data:`OutputsHook`; a callable or
+            ``"module:function"`` as ``audit``), called by ``trackeval evaluate`` and the pipeline's evaluate
+            stage after the evaluation (:func:`trackeval.api.unit_outputs`); None: none. Plain file names other
+            than the results set's (results.json, metrics.json, cases.parquet).
     """
 
     name: str
@@ -253,6 +261,7 @@ class BenchmarkSpec:
     dimension_labels: tuple[tuple[str, str], ...] = ()
     audit: AuditHook | str | None = None
     example: ExampleHook | str | None = None
+    outputs: OutputsHook | str | None = None
 
     def __post_init__(self) -> None:
         if not UNIT_NAME.fullmatch(self.name):

@@ -46,7 +46,9 @@ from trackeval.errors import InputError
 from trackeval.interactive.logs import InteractionLog, masks_digest, read_log, verify_case
 from trackeval.interactive.loop import interact_case, load_model, parse_model_args
 from trackeval.interactive.protocol import noc_key, supported_prompts
-from trackeval.io.imis import IMISCase, load_cases, read_case
+from trackeval.io.imis import IMISCase, load_dataset, read_case
+from trackeval.io.imis_volumes import protocol
+from trackeval.io.layouts import Layout
 from trackeval.metrics.interactive import binary_dice, binary_iou, dice_auc, number_of_clicks
 from trackeval.results import BenchmarkResult, CaseRecord, MetricSummary, PlotSpec, metric_key
 from trackeval.spec import BenchmarkSpec, MetricInfo, PrimaryMetric
@@ -78,7 +80,7 @@ class _LogJob:
 def _record(case: IMISCase, metrics: dict[str, dict[str, float]], missing: bool = False) -> CaseRecord:
     return CaseRecord(
         case_id=case.case_id,
-        subject_id=case.case_id,
+        subject_id=case.subject_id or case.case_id,
         groups={"modality": case.modality, "region": case.region},
         metrics=metrics,
         status="missing_prediction" if missing else "ok",
@@ -357,11 +359,16 @@ def evaluate(
     model_kwargs: dict[str, str] | None = None,
     log_path: Path | None = None,
     model_info: dict[str, str] | None = None,
+    format: str | None = None,
 ) -> BenchmarkResult:
-    """Run IMIS live (``model``) or offline (``log_path``) and return the results object (no files written)."""
+    """Run IMIS live (``model``) or offline (``log_path``) and return the results object (no files written).
+
+    ``format``: the ground truth's layout (``--format``; default: told from the files).
+    """
     if (model is None) == (log_path is None):
         raise InputError("give exactly one of --model (live) or --predictions LOG.jsonl (offline)")
-    cases, index_digest = load_cases(gt_dir, cfg.imis)
+    dataset = load_dataset(gt_dir, cfg.imis, format)
+    cases, index_digest = dataset.cases, dataset.digest
     if model is not None:
         plan = _live_plan(cases, cfg.imis, model, tuple(sorted((model_kwargs or {}).items())))
     else:
@@ -382,9 +389,24 @@ def evaluate(
         predictions_digest=pred_digest,
         summary=_summary(records, cfg.imis, plan.prompt_types),
         warnings=plan.notes,
+        formats=_formats(dataset.layout.name, log_path),
     )
+    return finish(NAME, evaluation, config=_config(cfg, dataset.layout), model={**(model_info or {}), **plan.info})
+
+
+def _formats(layout: str, log_path: Path | None) -> dict[str, str]:
+    """``config.format``: the ground truth's layout, and ``generic`` for an interaction log (offline)."""
+    return {"ground_truth": layout, **({"predictions": "generic"} if log_path is not None else {})}
+
+
+def _config(cfg: EvalConfig, layout: Layout) -> dict[str, Any]:
+    """The logged config: the bootstrap and imis sections; ``imis.volumes`` (the slicing protocol) only for a 3D
+    layout, resolved to the keys that apply to it (the 2D layouts' results keep the config they always had)."""
     config = cfg.model_dump(mode="json", include={"bootstrap", "imis"})
-    return finish(NAME, evaluation, config=config, model={**(model_info or {}), **plan.info})
+    config["imis"].pop("volumes")
+    if not layout.generic:
+        config["imis"]["volumes"] = protocol(layout.name, cfg.imis.volumes)
+    return config
 
 
 class IMISInputs(BaseModel):
@@ -393,7 +415,9 @@ class IMISInputs(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    ground_truth: Path = Field(description="IMIS dataset folder (dataset.json) or NIfTI manifest folder")
+    ground_truth: Path = Field(
+        description="IMIS dataset folder (dataset.json), NIfTI manifest folder, TotalSegmentator MRI or ISLES'22"
+    )
     model: str | None = Field(None, description="live mode: MODULE:FACTORY or an MLflow model URI (models:/name/1)")
     predictions: Path | None = Field(None, description="offline mode: interaction log LOG.jsonl to verify and score")
     model_arg: list[str] = Field(default_factory=list, description="factory keyword argument NAME=VALUE")
@@ -416,6 +440,7 @@ def _evaluate(inputs: IMISInputs, cfg: EvalConfig, model: dict[str, str]) -> Ben
         model_kwargs=parse_model_args(inputs.model_arg),
         log_path=inputs.predictions,
         model_info=model,
+        format=inputs.format,
     )
 
 
@@ -448,6 +473,7 @@ SPEC = BenchmarkSpec(
                 "seed",
                 "labels",
                 "geometry_tolerance",
+                "volumes",
             )
         ),  # fmt: skip
     ),

@@ -6,7 +6,8 @@ tight box, no prompt accumulation (only the new click and the previous mask go t
 with "not reached" = max + 1. ``preset: ritm`` switches to the interactive-segmentation literature's convention
 (RITM / SimpleClick: IoU, 20 clicks, not reached = 20, RITM's click rule). ``protocol: imis_bench`` also moves
 the whole interaction to IMIS-Bench's 1024 x 1024 grid and sends its ``-1`` "not a point" click when the previous
-mask has no error (live, 2D only).
+mask has no error (live, 2D only). The ``volumes`` subsection is the slicing protocol of the 3D layouts
+(TotalSegmentator MRI, ISLES'22; :class:`IMISVolumesConfig`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,61 @@ MAX_MODEL_TIMEOUT_S = 7 * 24 * 3600.0
 
 #: what ``preset: ritm`` sets (unless the same value is given explicitly; a different explicit value is an error)
 RITM_PRESET: dict[str, Any] = {"noc_metric": "iou", "max_clicks": 20, "noc_not_reached": "max", "click_mode": "ritm"}
+
+
+#: ``imis.volumes.axis`` -> the RAS axis the slices are taken across (sagittal: R, coronal: A, axial: S)
+SLICE_AXES: dict[str, int] = {"sagittal": 0, "coronal": 1, "axial": 2}
+
+
+class IMISVolumesConfig(Section):
+    """How the 3D layouts (``totalseg-mri``, ``isles22``) become the 2D targets the IMIS protocol runs on.
+
+    Attributes:
+        axis: the slicing plane: ``axial`` (default), ``coronal`` or ``sagittal``. The volume is first reoriented
+            to the RAS voxel order of nibabel's ``as_closest_canonical`` (flips and axis swaps chosen from the
+            affine, no resampling), then cut across its S (axial), A (coronal) or R (sagittal) axis.
+        slices: ``largest`` (default: per structure, the one slice where it has the most foreground pixels,
+            ties to the lowest index; structures sharing that slice are targets of one image) or ``every``
+            (every ``stride``-th slice, index 0, stride, 2 stride ..., on which at least one structure has
+            ``min_pixels`` pixels; its targets are those structures).
+        min_pixels: fewest foreground pixels a structure needs on a slice to be a target there (>= 1).
+        stride: with ``slices: every``, the step between slice indices considered (1 = every slice).
+        structures: target structures (TotalSegmentator MRI: the ``segmentations/<name>.nii.gz`` stems; ISLES'22:
+            ``lesion``); empty (default) = every mask of the subject. A listed structure missing from a subject
+            is an input error naming the subject.
+        window: the intensity window, percentiles ``[low, high]`` of the whole volume's voxels (default
+            ``[0.5, 99.5]``, numpy's linear percentile); voxels are clipped to it and mapped linearly to
+            ``[0, 255]`` (rounded to uint8, grey replicated to RGB); a volume whose two percentiles coincide is
+            all 0.
+        channel: ISLES'22 only: the image the model sees, ``dwi`` (default, b=1000, the sequence the lesion
+            masks are drawn on), ``adc`` or ``flair`` (FLAIR is not on the mask's grid in the release, so it is
+            refused with the grid error unless the files were co-registered).
+        meta_split: TotalSegmentator MRI only: the subjects whose ``meta.csv`` ``split`` is this value
+            (default ``test``); ``all`` = every subject folder (needed when there is no meta.csv).
+    """
+
+    axis: Literal["axial", "coronal", "sagittal"] = "axial"
+    slices: Literal["largest", "every"] = "largest"
+    min_pixels: PositiveInt = 1
+    stride: PositiveInt = 1
+    structures: tuple[str, ...] = ()
+    window: tuple[FiniteFloat, FiniteFloat] = (0.5, 99.5)
+    channel: Literal["dwi", "adc", "flair"] = "dwi"
+    meta_split: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]{1,64}\z")] = "test"
+
+    @field_validator("structures")
+    @classmethod
+    def _check_structures(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        if any(not KEY_TOKEN.fullmatch(s) for s in v):
+            raise ValueError("structures are [a-z0-9_] tokens (the mask file stems)")
+        return tuple(distinct(v, "structures")) if v else v
+
+    @field_validator("window")
+    @classmethod
+    def _check_window(cls, v: tuple[float, float]) -> tuple[float, float]:
+        if not 0.0 <= v[0] < v[1] <= 100.0:
+            raise ValueError("window must be two percentiles 0 <= low < high <= 100")
+        return v
 
 
 class IMISConfig(Section):
@@ -69,6 +125,8 @@ class IMISConfig(Section):
             ``numpy.random.default_rng([seed, crc32(case_id), crc32(target), prompt index, turn])``.
         labels: NIfTI inputs only: target name -> label id; empty = every id present, named ``label_<id>``.
         geometry_tolerance: NIfTI inputs only: largest affine difference (mm) between image and label map.
+        volumes: the slicing protocol of the 3D layouts (:class:`IMISVolumesConfig`); recorded in results.json
+            only for those layouts (results of the 2D layouts keep their config).
         model_timeout_s: live models only: the longest one ``predict`` call may take, in seconds (finite,
             > 0, at most :data:`MAX_MODEL_TIMEOUT_S`); a model that does not answer in time ends the run with an
             error naming the case, target and turn (its call is abandoned, see
@@ -94,6 +152,7 @@ class IMISConfig(Section):
     seed: Seed = 42
     labels: dict[str, PositiveInt] = Field(default_factory=dict)
     geometry_tolerance: FiniteFloat = Field(1e-3, ge=0.0)
+    volumes: IMISVolumesConfig = Field(default_factory=IMISVolumesConfig)
     model_timeout_s: FiniteFloat = Field(300.0, gt=0.0, le=MAX_MODEL_TIMEOUT_S, exclude=True)
 
     @model_validator(mode="before")

@@ -18,7 +18,7 @@ def audit(inputs: UMDInputs, cfg: EvalConfig, train_manifest: Path) -> AuditRepo
     """The split audits of ``inputs.ground_truth`` against ``train_manifest`` (a CSV: ``subject_id[,case_id,image]``;
     it replaces ``umd.train_manifest``), and one coverage line: cases without a prediction, predictions without
     a case. Raises :class:`~trackeval.errors.InputError` as :func:`~trackeval.benchmarks.umd.load_cases` does."""
-    cases, extra, _ = load_cases(inputs.ground_truth, inputs.predictions)
+    cases, extra, _ = load_cases(inputs.ground_truth, inputs.predictions, inputs.format)
     findings = audit_cases(cases, cfg.umd.model_copy(update={"train_manifest": str(train_manifest)}))
     missing = sum(c.pred_path is None for c in cases)
     coverage = f"coverage: {missing} case(s) without prediction, {len(extra)} prediction(s) without case"

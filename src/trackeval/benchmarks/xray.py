@@ -3,11 +3,17 @@
 =======  =============================================  =========================================
 task     ``--ground-truth`` / ``--predictions``          keys (``xray/<task>/...``)
 =======  =============================================  =========================================
-cls      labels.csv / scores.csv (+ ``--validation``)   auroc (+ by_finding), spec/sens/ppv_at_sens95, ece(_reference)
-seg      label-map folders (+ ``--label-names``)        dsc, miou (+ by_class)
+cls      labels.csv / scores.csv (+ ``--validation``,   auroc (+ by_finding), spec/sens/ppv_at_sens95, ece(_reference),
+         ``--readers``; native CheXpert, MIMIC-CXR,     kappa (MURA), readers_below_curve (``--readers``)
+         NIH, MURA label files)
+seg      label-map folders (+ ``--label-names``);       dsc, miou (+ by_class)
+         native class folders, JSRT/SCR, PAX-Ray++,
+         VinDr-RibCXR JSON, SIIM-ACR RLE CSV
 ret      labels.csv / rankings.csv                      p_at_<k>
-loc      COCO ground truth / COCO results               map_50 (+ by_category), miou
-report   references.jsonl / predictions.jsonl           bleu_1..bleu_4, rouge_l, cider
+loc      COCO ground truth / COCO results; native       map_50 (+ by_category), miou
+         YOLO folders, MS-CXR CSV
+report   references.jsonl / predictions.jsonl; native   bleu_1..bleu_4, rouge_l, cider
+         OpenI XML, indiana_reports.csv, R2Gen json
 =======  =============================================  =========================================
 
 Each task lives in :mod:`trackeval.benchmarks.xray_tasks`; this module declares one benchmark unit per task
@@ -24,7 +30,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from trackeval.benchmarks.xray_config import XRayConfig
-from trackeval.benchmarks.xray_tasks import cls, loc, report, ret, seg
+from trackeval.benchmarks.xray_tasks import cls, cls_readers, loc, report, ret, seg
 from trackeval.benchmarks.xray_tasks.common import TaskInputs
 from trackeval.config import EvalConfig
 from trackeval.engine.driver import Evaluation, finish
@@ -67,10 +73,13 @@ class XRayInputs(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     ground_truth: Path = Field(
-        description="cls/ret: labels.csv; seg: folder of label maps; loc: COCO json; report: references.jsonl"
+        description="cls/ret: labels.csv (or CheXpert/MIMIC-CXR/NIH/MURA files); seg: folder of label maps (or class "
+        "folders, JSRT/SCR, paxray.json, VinDr JSON, SIIM RLE CSV); loc: COCO json (or YOLO data.yaml/split folder, "
+        "MS-CXR CSV); report: references.jsonl (or OpenI XML folder, indiana_reports.csv, R2Gen annotation.json)"
     )
     predictions: Path = Field(
-        description="cls: scores.csv; ret: rankings.csv; seg: folder; loc: COCO results json; report: predictions.jsonl"
+        description="cls: scores.csv; ret: rankings.csv; seg: folder (label maps, class folders, .npy stacks) or "
+        "VinDr JSON / RLE CSV; loc: COCO results json, YOLO txt folder or MS-CXR-style CSV; report: predictions.jsonl"
     )
     validation: Path | None = Field(
         None, description="cls: folder with labels.csv + scores.csv to choose thresholds on"
@@ -121,7 +130,14 @@ SPECS: tuple[BenchmarkSpec, ...] = (
     _unit(
         "cls",
         "multi-label classification: AUROC (DeLong CI), operating point at 95% sensitivity, ECE",
-        PrimaryMetric("auroc", margin=0.01, group_margin=0.05, floor=0.6, protocol=("xray.cls.uncertain",)),
+        PrimaryMetric(
+            "auroc",
+            margin=0.01,
+            group_margin=0.05,
+            floor=0.6,
+            # blank and pool: null when unset, as in results written before they existed
+            protocol=("xray.cls.uncertain", "xray.cls.blank", "xray.cls.pool"),
+        ),
         (
             # AUROC: macro mean over findings of each finding's AUROC over images, paired by DeLong's test
             MetricInfo("auroc", label="AUROC", level="corpus", paired="delong", reduction="corpus"),
@@ -149,15 +165,20 @@ SPECS: tuple[BenchmarkSpec, ...] = (
             MetricInfo(
                 "threshold_at_sens95", label="threshold at 95% sensitivity", paired="none", operating_point=True
             ),
+            # MURA layout only: Cohen's kappa of score >= xray.cls.decision_threshold against the study labels
+            MetricInfo("kappa", label="Cohen's kappa", level="corpus", paired="none", reduction="corpus"),
+            *cls_readers.READER_METRICS,
         ),  # fmt: skip
-        ("finding",),
+        # case groups of the native layouts (cls_layouts): CheXpert sex / view / projection, NIH sex /
+        # projection, MURA body part
+        ("finding", "sex", "view", "projection", "body_part"),
         (
             PlotSpec(metric="auroc", dimension="finding", kind="roc", title="ROC"),
             PlotSpec(metric="ap", dimension="finding", kind="pr", title="Precision-recall"),
             PlotSpec(metric="ece", dimension="finding", kind="reliability", title="Reliability diagram"),
             PlotSpec(metric="auroc", dimension="finding", title="AUROC by finding"),
         ),
-        ("auroc", "spec_at_sens95", "ece", "ece_reference"),
+        ("auroc", "spec_at_sens95", "ece", "ece_reference", "readers_below_curve"),
     ),
     _unit(
         "seg",

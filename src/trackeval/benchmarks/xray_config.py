@@ -22,11 +22,28 @@ class XRayClsConfig(Section):
     ``by_finding`` aggregates but is left out of the macro headlines (and of the gate), with a warning naming it;
     0 keeps every finding (1 leaves out only findings without a positive or a negative).
     The operating point is fixed at 95% sensitivity (the keys say ``sens95``).
+
+    Native layouts (:mod:`trackeval.benchmarks.xray_tasks.cls_layouts`): ``blank``: what a blank label means,
+    ``negative`` or ``uncertain`` (then ``uncertain`` applies); unset: the layout's own convention (CheXpert and
+    MIMIC-CXR: negative, "not mentioned"; the generic layout: uncertain, as always). ``findings``: evaluate only
+    these findings (truth column names; each must be in the truth and the predictions); empty: the findings of
+    both. ``pool``: how per-image scores become the score of the study the labels are given for, ``max`` or
+    ``mean``; unset: the dataset's published convention (CheXpert, MIMIC-CXR: max; MURA: mean).
+    ``decision_threshold``: a score at or above it is called positive for Cohen's kappa (MURA).
     """
 
     uncertain: Literal["ignore", "zeros", "ones"] = "ignore"
     ece_bins: Annotated[PositiveInt, Field(le=MAX_ECE_BINS)] = 15
     min_positives: NonNegativeInt = 10
+    blank: Literal["negative", "uncertain"] | None = None
+    findings: tuple[str, ...] = ()
+    pool: Literal["max", "mean"] | None = None
+    decision_threshold: FiniteFloat = Field(0.5, ge=0.0, le=1.0)
+
+    @field_validator("findings")
+    @classmethod
+    def _check_findings(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(distinct(v, "the findings")) if v else v
 
 
 class XRaySegConfig(Section):
@@ -70,16 +87,32 @@ class XRayLocConfig(Section):
     """Detection (COCO AP at IoU 0.5, area range all) and phrase grounding.
 
     ``max_dets``: detections kept per image and category (COCO's maxDets, 100).
+    ``split``: the split a native ground truth is read from: a YOLO ``data.yaml``'s ``train`` / ``val`` /
+    ``test`` image folder, the MS-CXR rows of that ``split`` value (``all``: every row; a YOLO split folder
+    given as ``--ground-truth`` is read whatever this says).
     """
 
     max_dets: PositiveInt = 100
+    split: Literal["train", "val", "test", "all"] = "test"
 
 
 class XRayReportConfig(Section):
-    """Report generation: CIDEr-D Gaussian length penalty ``cider_sigma`` (6) and ROUGE-L ``rouge_beta`` (1.2)."""
+    """Report generation: CIDEr-D Gaussian length penalty ``cider_sigma`` (6) and ROUGE-L ``rouge_beta`` (1.2).
+
+    ``sections``: the report sections that make the reference of an OpenI XML or ``indiana_reports.csv`` ground
+    truth, joined in this order (default ``findings``, R2Gen's IU X-ray reference); ``split``: the
+    ``annotation.json`` split an R2Gen ground truth is read from (``test``).
+    """
 
     cider_sigma: FiniteFloat = Field(6.0, gt=0.0)
     rouge_beta: FiniteFloat = Field(1.2, gt=0.0)
+    sections: tuple[Literal["findings", "impression"], ...] = ("findings",)
+    split: Literal["train", "val", "test"] = "test"
+
+    @field_validator("sections")
+    @classmethod
+    def _check_sections(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(distinct(v, "the report sections"))
 
 
 class XRayConfig(Section):

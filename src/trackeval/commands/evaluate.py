@@ -84,9 +84,9 @@ def _overrides(args: argparse.Namespace) -> list[str]:
 def _run(unit_name: str, inputs: dict[str, Any], args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from trackeval.api import evaluate, load_config
+    from trackeval.api import evaluate, load_config, unit_outputs
     from trackeval.io.escape import escape_terminal
-    from trackeval.io.results_folder import write_outputs
+    from trackeval.io.results_folder import write_extra_outputs, write_outputs
     from trackeval.registry import unit
     from trackeval.report.console import print_summary
 
@@ -98,7 +98,9 @@ def _run(unit_name: str, inputs: dict[str, Any], args: argparse.Namespace) -> in
         for part, value in model.items():
             check_model_ref(value, part)  # type: ignore[arg-type]
     result = evaluate(unit_name, inputs, cfg, model)
+    extra = unit_outputs(unit_name, inputs, cfg, result)  # before writing: a bad input leaves no results
     paths = write_outputs(result, args.out)
+    paths.update(write_extra_outputs(extra, args.out))
     print_summary(result, unit(unit_name).summary_metrics)
     wrote = escape_terminal(", ".join(str(p) for p in paths.values()))
     Console(stderr=True).print(f"wrote {wrote}", highlight=False, soft_wrap=True)

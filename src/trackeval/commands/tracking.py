@@ -290,6 +290,8 @@ def run_compare(args: argparse.Namespace) -> int:
         missing_prediction_lines,
         print_comparisons,
         print_missing,
+        print_reader_comparisons,
+        reader_comparison_markdown,
     )
     from trackeval.report.html import comparison_report
     from trackeval.tracking.client import Mlflow
@@ -300,11 +302,14 @@ def run_compare(args: argparse.Namespace) -> int:
     to_stdout = _is_stdout(args.markdown)
     console = Console(width=140, stderr=to_stdout)
     print_comparisons(comparisons, console)
+    print_reader_comparisons(pairs, console)  # human readers' points (xray/cls --readers): shown, never gated
     missing = missing_prediction_lines(comparisons, pairs)
     print_missing(missing, console)
 
     def markdown() -> str:
         text = comparison_markdown(comparisons).rstrip("\n") + "\n"
+        readers = reader_comparison_markdown(pairs)
+        text += "\n" + readers if readers else ""
         return text + "\n" + missing_markdown(missing) if missing else text
 
     if to_stdout:

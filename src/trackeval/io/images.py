@@ -6,12 +6,15 @@ array is decoded (:func:`trackeval.io.limits.check_voxels`), so a small file can
   one-line :class:`~trackeval.errors.InputError` s.
 * :func:`check_npz_members`: every ``.npy`` member's declared shape (its header, read with
   ``numpy.lib.format``), before ``numpy.load`` allocates it.
+* :func:`load_npy`: one ``.npy`` array, its declared shape checked the same way, loaded without pickles.
+* :func:`image_size`: an image's width and height from its header alone (no pixel is decoded).
 """
 
 from __future__ import annotations
 
 import io
 import zipfile
+from typing import IO
 
 import numpy as np
 from PIL import Image, UnidentifiedImageError
@@ -64,13 +67,54 @@ def check_npz_members(raw: bytes, *, file: str, case_id: str | None = None, what
         for name in archive.namelist():
             try:
                 with archive.open(name) as member:
-                    version = np.lib.format.read_magic(member)
-                    read = (
-                        np.lib.format.read_array_header_1_0
-                        if version == (1, 0)
-                        else np.lib.format.read_array_header_2_0
-                    )
-                    shape, _, _ = read(member, max_header_size=10_000)
+                    shape = _npy_shape(member)
             except (ValueError, OSError, zipfile.BadZipFile, EOFError) as exc:
                 raise InputError(f"member {name} is not a .npy array: {exc}", field=name, **where) from exc
-            check_voxels(tuple(shape), field=name, **where)
+            check_voxels(shape, field=name, **where)
+
+
+def _npy_shape(stream: IO[bytes]) -> tuple[int, ...]:
+    """The shape a ``.npy`` stream's header declares (the stream is left after the header); ``ValueError``
+    (or ``EOFError``) when it is not a ``.npy`` header."""
+    version = np.lib.format.read_magic(stream)
+    read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+    shape, _, _ = read(stream, max_header_size=10_000)
+    return tuple(int(d) for d in shape)
+
+
+def load_npy(raw: bytes, *, file: str, case_id: str | None = None) -> np.ndarray:
+    """The array of the ``.npy`` file ``raw``: its declared shape checked against the element limit before it
+    is allocated, loaded with ``allow_pickle=False`` (an object array is refused, never unpickled).
+
+    Raises:
+        InputError: naming ``file`` and ``case_id``: not a ``.npy`` file or a pickled/object array
+            (``field=npy``), a declared size beyond the limit (``field=size``), or a truncated array.
+    """
+    where = {"file": file, "case_id": case_id}
+    try:
+        shape = _npy_shape(io.BytesIO(raw))
+    except (ValueError, EOFError) as exc:
+        raise InputError(f"not a .npy array: {exc}", field="npy", **where) from exc
+    check_voxels(shape, field="size", **where)
+    try:
+        return np.load(io.BytesIO(raw), allow_pickle=False)
+    except (ValueError, OSError, EOFError) as exc:  # object arrays need pickles; a short file fails here
+        raise InputError(f"not a readable .npy array: {exc}", field="npy", **where) from exc
+
+
+def image_size(raw: bytes, *, file: str, case_id: str | None = None) -> tuple[int, int]:
+    """``(width, height)`` of the image ``raw`` from its header (Pillow reads no pixel data for it).
+
+    Raises:
+        InputError: naming ``file`` and ``case_id`` when ``raw`` is not an image Pillow recognises
+            (``field=image``) or its header trips Pillow's bomb limit (``field=size``).
+    """
+    where = {"file": file, "case_id": case_id}
+    try:
+        with Image.open(io.BytesIO(raw)) as img:
+            width, height = img.size
+    except Image.DecompressionBombError as exc:
+        raise InputError(f"decompression bomb: {exc}", field="size", **where) from exc
+    except (UnidentifiedImageError, OSError, ValueError, SyntaxError) as exc:
+        raise InputError(f"not a readable image: {exc}", field="image", **where) from exc
+    return int(width), int(height)

@@ -18,6 +18,11 @@ NIfTI mode (``GT_DIR/manifest.csv``, columns ``case_id,image,label,modality,regi
 integer label map pairs on one grid (paths relative to ``GT_DIR``); targets are ``imis.labels`` (name -> id;
 other ids ignored) or, when empty, every id present, named ``label_<id>``.
 
+3D releases (``totalseg-mri``: TotalSegmentator MRI subject folders; ``isles22``: ISLES'22 BIDS) are sliced into
+2D cases by :mod:`trackeval.io.imis_volumes` under ``imis.volumes``. The layout is told from the files
+(:data:`LAYOUTS`, in this order; ``--format`` forces one): ``generic`` (dataset.json) and ``nifti-manifest``
+(manifest.csv) are trackeval's own layouts, whose digests do not change.
+
 Only non-empty targets are evaluated (as the original). Every error names the file (and case and field).
 
 With ``imis.protocol: imis_bench`` :func:`read_case` returns the image and every target mask resized to
@@ -40,6 +45,19 @@ from trackeval.errors import ConfigError, InputError
 from trackeval.io.files import read_bytes
 from trackeval.io.hashing import sha256_bytes, sha256_files, sha256_text
 from trackeval.io.images import check_npz_members, load_image
+from trackeval.io.imis_volumes import (
+    ISLES,
+    SUBJECT_READERS,
+    TOTALSEG,
+    VolumeSlice,
+    chosen_slices,
+    looks_like_isles,
+    looks_like_totalseg,
+    protocol_digest,
+    read_slice,
+    subject_areas,
+)
+from trackeval.io.layouts import Layout, choose, layout_digest
 from trackeval.io.limits import check_voxels
 from trackeval.io.nifti import check_same_grid, read_bytes_digest, read_image, read_label_map
 from trackeval.io.paths import check_case_id, resolve_inside
@@ -61,7 +79,9 @@ class IMISCase:
     modality: str
     region: str
     targets: dict[str, int]
-    layout: str  # "imis" or "nifti"
+    layout: str  # "imis", "nifti", or a 3D layout's name ("totalseg-mri", "isles22")
+    volume: VolumeSlice | None = None  # 3D layouts: the subject and slice this 2D case is cut from
+    subject_id: str | None = None  # the bootstrap cluster (3D layouts: the subject); None = the case itself
 
 
 @dataclass(frozen=True)
@@ -73,15 +93,79 @@ class LoadedCase:
     digest: str
 
 
-def load_cases(root: Path, cfg: IMISConfig) -> tuple[list[IMISCase], str]:
-    """Validate ``root`` (IMIS layout if it holds dataset.json, else NIfTI manifest); cases + index sha256."""
+#: the IMIS ground-truth layouts, tried in this order
+LAYOUTS = (
+    Layout("generic", f"IMIS-Bench folder with {DATASET_JSON}", lambda p: (p / DATASET_JSON).is_file(), True),
+    Layout("nifti-manifest", f"NIfTI pairs listed in {MANIFEST}", lambda p: (p / MANIFEST).is_file(), True),
+    Layout(TOTALSEG, "TotalSegmentator MRI: meta.csv, <subject>/mri.nii.gz, segmentations/", looks_like_totalseg),
+    Layout(ISLES, "ISLES'22 BIDS: sub-*/ses-*/dwi/, derivatives/sub-*/ses-*/*_msk.nii.gz", looks_like_isles),
+)
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """The cases of a ground-truth folder, the layout they were read in and the index digest (a 3D layout's
+    through :func:`~trackeval.io.layouts.layout_digest`)."""
+
+    cases: list[IMISCase]
+    digest: str
+    layout: Layout
+
+
+def load_dataset(root: Path, cfg: IMISConfig, forced: str | None = None) -> Dataset:
+    """Validate ``root`` in its layout (told from the files, or ``forced``: ``--format``): cases + digest."""
     if not root.is_dir():
         raise InputError("ground-truth folder not found", file=str(root))
-    if (root / DATASET_JSON).is_file():
-        return _imis_cases(root, cfg)
-    if (root / MANIFEST).is_file():
-        return _nifti_cases(root, cfg)
-    raise InputError(f"neither {DATASET_JSON} (IMIS layout) nor {MANIFEST} (NIfTI pairs) found", file=str(root))
+    layout = choose(root, LAYOUTS, forced)
+    if layout.name == "generic":
+        cases, digest = _imis_cases(root, cfg)
+    elif layout.name == "nifti-manifest":
+        cases, digest = _nifti_cases(root, cfg)
+    else:
+        cases, digest = _volume_cases(root, layout.name, cfg)
+    return Dataset(cases, layout_digest(layout, digest), layout)
+
+
+def load_cases(root: Path, cfg: IMISConfig) -> tuple[list[IMISCase], str]:
+    """The cases of ``root`` (layout told from the files) and the index sha256 (see :func:`load_dataset`)."""
+    data = load_dataset(root, cfg)
+    return data.cases, data.digest
+
+
+def _volume_cases(root: Path, layout: str, cfg: IMISConfig) -> tuple[list[IMISCase], str]:
+    """The 2D cases of a 3D layout's subjects under ``imis.volumes`` and the digest of the protocol, the
+    subject list's file and every mask read."""
+    vcfg = cfg.volumes
+    subjects, meta_digest = SUBJECT_READERS[layout](root, vcfg)
+    lines = [f"protocol:{protocol_digest(layout, vcfg)}", f"meta:{meta_digest}"]
+    cases: list[IMISCase] = []
+    for subject in subjects:
+        areas, digests = subject_areas(subject, vcfg.axis)
+        lines += [f"{subject.subject_id}:{d}" for d in digests]
+        picks = chosen_slices(areas, vcfg)
+        for index, names in picks.items():
+            ref = VolumeSlice(subject, index, tuple(picks))
+            case_id = f"{subject.subject_id}_{vcfg.axis}_{index:04d}"
+            targets = {n: k + 1 for k, n in enumerate(names)}
+            label = subject.masks[0][1]
+            cases.append(
+                IMISCase(
+                    case_id,
+                    subject.image,
+                    label,
+                    subject.modality,
+                    subject.region,
+                    targets,
+                    layout,
+                    ref,
+                    subject.subject_id,
+                )  # fmt: skip
+            )
+    if not cases:
+        raise InputError(
+            f"no slice holds a target under imis.volumes ({len(subjects)} subject(s) read)", file=str(root)
+        )
+    return cases, sha256_text(*lines)
 
 
 def _imis_cases(root: Path, cfg: IMISConfig) -> tuple[list[IMISCase], str]:
@@ -208,17 +292,25 @@ def _nifti_cases(root: Path, cfg: IMISConfig) -> tuple[list[IMISCase], str]:
 
 def read_case(case: IMISCase, cfg: IMISConfig) -> LoadedCase:
     """Read and validate one case's image and target masks (runs in a worker)."""
-    if case.layout == "imis":
-        image, image_digest = _read_png(case)
-        masks, label_digest = _read_sparse_label(case, image.shape[:2])
-        spatial_ndim = 2
+    if case.volume is not None:
+        image, all_masks, digest = read_slice(case.volume, cfg.volumes, cfg.geometry_tolerance)
+        masks, spatial_ndim = {t: all_masks[t] for t in case.targets}, 2
     else:
-        image, masks, image_digest, label_digest = _read_nifti_pair(case, cfg)
-        spatial_ndim = image.ndim
-    digest = sha256_text(f"{image_digest}:{label_digest}")
+        image, masks, digest = _read_files(case, cfg)
+        spatial_ndim = 2 if case.layout == "imis" else image.ndim
     if cfg.protocol == "imis_bench":
         image, masks = to_eval_grid(image, masks, spatial_ndim, cfg.eval_size, case.case_id)
     return LoadedCase(image, {t: m for t, m in masks.items() if m.any()}, digest)
+
+
+def _read_files(case: IMISCase, cfg: IMISConfig) -> tuple[np.ndarray, dict[str, np.ndarray], str]:
+    """A 2D-layout case's image, masks and the sha256 over both files' digests (IMIS PNG + .npz, or NIfTI)."""
+    if case.layout == "imis":
+        image, image_digest = _read_png(case)
+        masks, label_digest = _read_sparse_label(case, image.shape[:2])
+    else:
+        image, masks, image_digest, label_digest = _read_nifti_pair(case, cfg)
+    return image, masks, sha256_text(f"{image_digest}:{label_digest}")
 
 
 def resize_nearest(array: np.ndarray, size: int) -> np.ndarray:

@@ -124,6 +124,21 @@ def write_outputs(result: BenchmarkResult, out_dir: Path) -> dict[str, Path]:
         raise OutputError(f"cannot write the outputs to {out_dir}: {exc.strerror or exc}") from exc
 
 
+def write_extra_outputs(contents: dict[str, bytes], out_dir: Path) -> dict[str, Path]:
+    """Write a unit's extra files (:func:`trackeval.api.unit_outputs`) into ``out_dir`` as one set, after the
+    results set; returns their paths (``{}`` for none).
+
+    Raises:
+        OutputError: a step failed; the previous extra files are then left as they were.
+    """
+    if not contents:
+        return {}
+    try:
+        return write_file_set(out_dir, contents)
+    except OSError as exc:
+        raise OutputError(f"cannot write the outputs to {out_dir}: {exc.strerror or exc}") from exc
+
+
 @dataclass(frozen=True)
 class ResultsFiles:
     """A verified results set: the validated result and the exact bytes that were verified, by file name

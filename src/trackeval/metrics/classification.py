@@ -455,3 +455,27 @@ def ece_reference(probs: np.ndarray, n_bins: int = ECE_BINS) -> float:
         pmf = _poisson_binomial_pmf(members)
         total += float(np.abs(np.arange(members.size + 1) - members.sum()) @ pmf)
     return total / p.size
+
+
+def cohen_kappa(y: np.ndarray, scores: np.ndarray, threshold: float = 0.5) -> float:
+    """Cohen's kappa between the labels ``y`` and the decisions ``score >= threshold`` (MURA's leaderboard
+    statistic): ``(p_o - p_e) / (1 - p_e)`` with ``p_o`` the observed agreement and ``p_e`` the agreement
+    expected from the two marginals, as ``sklearn.metrics.cohen_kappa_score`` computes it.
+
+    Edge cases: no entry gives NaN; labels and decisions both constant and equal (``p_e == 1``) give NaN, where
+    sklearn warns and returns NaN too.
+
+    Examples:
+        >>> from trackeval.metrics.classification import cohen_kappa
+        >>> cohen_kappa([0, 0, 1, 1], [0.2, 0.6, 0.7, 0.9])  # one disagreement in four
+        0.5
+    """
+    op = operating_point(y, scores, threshold)
+    n = op.tp + op.fp + op.tn + op.fn
+    if n == 0:
+        return math.nan
+    observed = (op.tp + op.tn) / n
+    expected = ((op.tp + op.fn) * (op.tp + op.fp) + (op.tn + op.fp) * (op.tn + op.fn)) / (n * n)
+    if expected == 1.0:
+        return math.nan
+    return (observed - expected) / (1.0 - expected)

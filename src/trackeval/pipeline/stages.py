@@ -75,30 +75,41 @@ def write_plot(path: Path, rows: list[dict[str, object]]) -> None:
 
 
 def evaluation_inputs(evaluation: Evaluation, version: str, layout: Layout) -> dict[str, Path]:
-    """The evaluation's inputs with ``{data}``, ``{prepared}`` and ``{predictions}`` filled in for ``version``."""
-    where = {"data": layout.data, "prepared": layout.prepared, "predictions": layout.predictions(version)}
+    """The evaluation's inputs with ``{version}``, ``{data}``, ``{prepared}`` and ``{predictions}`` filled in for
+    ``version``."""
+    where = {
+        "version": version,
+        "data": layout.data,
+        "prepared": layout.prepared,
+        "predictions": layout.predictions(version),
+    }
     try:
         return {k: Path(v.format(**where)) for k, v in evaluation.inputs.items()}
     except (KeyError, IndexError, ValueError) as exc:
         raise ConfigError(
             f"invalid config: field pipeline.evaluations: {evaluation.inputs}: unknown placeholder {exc}; "
-            "use {data}, {prepared} or {predictions}"
+            "use {version}, {data}, {prepared} or {predictions}"
         ) from exc
 
 
 def evaluate(name: str, version: str, layout: Layout, cfg: EvalConfig, params: PipelineParams) -> int:
-    """Evaluate one pipeline evaluation for one version (:func:`trackeval.evaluate`), write its outputs and
-    its ``plot.csv`` (the unit's first declared plot)."""
+    """Evaluate one pipeline evaluation for one version (:func:`trackeval.evaluate`), write its outputs (and the
+    unit's extra files, :func:`trackeval.api.unit_outputs`) and its ``plot.csv`` (the unit's first declared
+    plot)."""
     from trackeval.api import evaluate as evaluate_unit
-    from trackeval.io.results_folder import write_outputs
+    from trackeval.api import unit_outputs
+    from trackeval.io.results_folder import write_extra_outputs, write_outputs
     from trackeval.report.console import print_summary
 
     params.version(version)
     evaluation = params.evaluation(name)
     model = {"name": params.model_name, "version": version}
-    result = evaluate_unit(evaluation.unit, evaluation_inputs(evaluation, version, layout), cfg, model)
+    inputs = evaluation_inputs(evaluation, version, layout)
+    result = evaluate_unit(evaluation.unit, inputs, cfg, model)
+    extra = unit_outputs(evaluation.unit, inputs, cfg, result)
     out = layout.eval(name, version)
     write_outputs(result, out)
+    write_extra_outputs(extra, out)
     print_summary(result, unit(evaluation.unit).summary_metrics)
     write_plots(out, result)
     write_headline(out / HEADLINE_JSON, result)
@@ -164,8 +175,9 @@ def register_version(cfg: EvalConfig, name: str, version: str, model_dir: Path) 
 
 
 def track(layout: Layout, cfg: EvalConfig, params: PipelineParams) -> dict[str, dict[str, str]]:
-    """Register every version's networks, log its evaluations (``trackeval track``) and link them to the
-    registered version; writes ``tracked.json`` (``{version: {"registry_version", <evaluation>: idempotency
+    """Register every version's networks (the demo's ``work/models/<v>``; a repository without that folder
+    registers the version from its evaluations alone), log its evaluations (``trackeval track``) and link them to
+    the registered version; writes ``tracked.json`` (``{version: {"registry_version", <evaluation>: idempotency
     key}}``: the same on every machine, so the committed dvc.lock stays valid; run ids are printed)."""
     from trackeval.io.redact import redact_uri
     from trackeval.tracking.client import Mlflow, tracking_uri
@@ -173,7 +185,9 @@ def track(layout: Layout, cfg: EvalConfig, params: PipelineParams) -> dict[str, 
 
     out: dict[str, dict[str, str]] = {}
     for version in params.versions:
-        entry = {"registry_version": register_version(cfg, params.model_name, version, layout.models(version))}
+        entry = {}
+        if layout.models(version).is_dir():
+            entry["registry_version"] = register_version(cfg, params.model_name, version, layout.models(version))
         # the pipeline is declarative: the workspace's results are the version's evaluations, even after a
         # change of the demo data (decisions keep the exact runs they were made on)
         folders = [layout.eval(e, version) for e in params.evaluations]

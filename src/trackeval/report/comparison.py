@@ -7,7 +7,7 @@ read as rich markup or Markdown.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from rich.console import Console
 from rich.table import Table
@@ -15,8 +15,10 @@ from rich.table import Table
 from trackeval.gate.compare import BenchmarkComparison, DeltaRow
 from trackeval.gate.decide import Decision
 from trackeval.io.escape import escape_markdown, escape_terminal
+from trackeval.plotdata import READER_DIMENSION, reader_metric_rows
 from trackeval.report.console import missing_line, n_missing
-from trackeval.results import BenchmarkResult
+from trackeval.report.labels import metric_label, version_label
+from trackeval.results import BenchmarkResult, MetricSummary
 
 
 def _v(x: float | None) -> str:
@@ -68,6 +70,62 @@ def missing_prediction_lines(
             if n_missing(result):
                 out.append(missing_line(result.unit, who, n_missing(result)))
     return out
+
+
+def reader_comparison(a: BenchmarkResult, b: BenchmarkResult) -> tuple[list[str], list[list[str]]]:
+    """The human readers of two results of one unit side by side: header ``reader, <item kind>, <metric> A,
+    <metric> B...`` and one row per reader and item with the values each result reports (``-`` where one has
+    none); ``([], [])`` when neither records readers. Readers are shown, never compared or gated: their metrics
+    are declared ``paired="none"``. Cells are data, unescaped."""
+    kind = a.item_kind
+    (ma, ra), (mb, rb) = reader_metric_rows(a, kind), reader_metric_rows(b, kind)
+    metrics = ma + [m for m in mb if m not in ma]
+    if not metrics:
+        return [], []
+    sides = [{(str(r[READER_DIMENSION]), str(r[kind])): r for r in rows} for rows in (ra, rb)]
+    header = [READER_DIMENSION, kind] + [f"{metric_label(a.unit, m)} {s}" for m in metrics for s in "AB"]
+
+    def cell(side: dict, key: tuple[str, str], m: str) -> str:
+        s = side.get(key, {}).get(m)
+        return _v(s.value) if isinstance(s, MetricSummary) else "-"
+
+    rows = [
+        [*key, *(cell(side, key, m) for m in metrics for side in sides)]
+        for key in sorted(set(sides[0]) | set(sides[1]))
+    ]
+    return header, rows
+
+
+def _reader_sections(
+    pairs: Sequence[tuple[BenchmarkResult, BenchmarkResult]],
+) -> Iterator[tuple[str, list[str], list[list[str]]]]:
+    """``(title, header, rows)`` of :func:`reader_comparison` per ``(A, B)`` pair whose results record readers."""
+    for a, b in pairs:
+        header, rows = reader_comparison(a, b)
+        if rows:
+            yield f"{a.unit}: human readers, A = {version_label(a)}, B = {version_label(b)} (not gated)", header, rows
+
+
+def print_reader_comparisons(pairs: Sequence[tuple[BenchmarkResult, BenchmarkResult]], console: Console) -> None:
+    """One table of :func:`reader_comparison` per ``(A, B)`` pair of compared results (``compare``'s pairs) that
+    records readers; nothing for units without readers."""
+    for title, header, rows in _reader_sections(pairs):
+        table = Table(title=escape_terminal(title))
+        for i, h in enumerate(header):
+            table.add_column(escape_terminal(h), justify="left" if i < 2 else "right")
+        for row in rows:
+            table.add_row(*(escape_terminal(c) for c in row))
+        console.print(table)
+
+
+def reader_comparison_markdown(pairs: Sequence[tuple[BenchmarkResult, BenchmarkResult]]) -> str:
+    """The tables of :func:`print_reader_comparisons` as markdown sections ("" when no pair has readers)."""
+    lines: list[str] = []
+    for title, header, rows in _reader_sections(pairs):
+        lines += [f"## {escape_markdown(title)}", "", "| " + " | ".join(escape_markdown(h) for h in header) + " |"]
+        lines.append("| " + " | ".join("---" for _ in header) + " |")
+        lines += ["| " + " | ".join(escape_markdown(c) for c in row) + " |" for row in rows] + [""]
+    return "\n".join(lines)
 
 
 def print_missing(lines: Sequence[str], console: Console) -> None:

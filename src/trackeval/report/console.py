@@ -1,4 +1,5 @@
-"""Terminal summary of a result: headline metrics with CIs and the per-item table."""
+"""Terminal summary of a result: headline metrics with CIs, the per-item table and, when the result records human
+readers, their table (each reader's metrics per item, as results.json holds them; not gated)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ from rich.console import Console
 from rich.table import Table
 
 from trackeval.io.escape import escape_terminal
+from trackeval.plotdata import READER_DIMENSION, reader_metric_rows
+from trackeval.report.labels import metric_label
 from trackeval.results import BenchmarkResult, MetricSummary
 
 
@@ -47,6 +50,33 @@ def _summary_table(result: BenchmarkResult, metrics: tuple[str, ...]) -> Table:
     return table
 
 
+def reader_table(result: BenchmarkResult) -> tuple[list[str], list[list[str]]]:
+    """The human readers' table: header ``reader, <item kind>, <metric label>...`` and one row per reader and item
+    with ``value [low, high]`` cells (:func:`trackeval.plotdata.reader_metric_rows`); ``([], [])`` without
+    readers. Cells are data, unescaped: each medium escapes them."""
+    metrics, rows = reader_metric_rows(result, result.item_kind)
+    if not rows:
+        return [], []
+    header = [READER_DIMENSION, result.item_kind, *(metric_label(result.unit, m) for m in metrics)]
+    cells = [
+        [str(r[READER_DIMENSION]), str(r[result.item_kind]), *(_fmt(r[m]) for m in metrics)]  # type: ignore[arg-type]
+        for r in rows
+    ]
+    return header, cells
+
+
+def _reader_summary(result: BenchmarkResult) -> Table | None:
+    header, rows = reader_table(result)
+    if not rows:
+        return None
+    table = Table(title=f"{escape_terminal(result.unit)}: human readers (mean [95% CI]; not gated)")
+    for i, h in enumerate(header):
+        table.add_column(escape_terminal(h), justify="left" if i < 2 else "right")
+    for row in rows:
+        table.add_row(*(escape_terminal(c) for c in row))
+    return table
+
+
 def print_summary(result: BenchmarkResult, metrics: tuple[str, ...], console: Console | None = None) -> None:
     """Print ``<unit>/<metric>`` headlines and their ``/by_<item_kind>/<item>`` breakdown.
 
@@ -62,5 +92,8 @@ def print_summary(result: BenchmarkResult, metrics: tuple[str, ...], console: Co
     gaps = {k: v for k, v in agg.items() if k.count("/") == 2 and "_gap/" in k}
     for key, s in sorted(gaps.items()):
         console.print(f"{escape_terminal(key)}: {_fmt(s)} (paired, {s.n} subjects)")
+    readers = _reader_summary(result)
+    if readers is not None:
+        console.print(readers)
     for w in result.warnings:
         console.print(f"[yellow]warning:[/] {escape_terminal(w)}")

@@ -1,5 +1,6 @@
 """ROC, precision-recall and reliability figures: one curve per item (thin) and the pooled curve (bold), per
-version, with the 95%-sensitivity operating points on ROC and PR.
+version, with the 95%-sensitivity operating points on ROC and PR, and the human readers' operating points on ROC
+(one marker shape per reader, named in the legend; coloured by item, or by version in an overlay).
 
 The curves' points come from :mod:`trackeval.plotdata`. A legend entry shows the item's reported value of the
 plot's metric (``<unit>/<metric>/by_<dim>/<item>`` in results.json: the number every other view shows); an item
@@ -101,6 +102,41 @@ def _operating_points(ax: Axes, plot: PlotSpec, run: tuple[int, str, BenchmarkRe
     return True
 
 
+#: one marker shape per human reader (cycled beyond ten readers)
+READER_MARKERS = ("s", "^", "D", "v", "P", "X", "*", "<", ">", "h")
+
+
+def _readers(ax: Axes, plot: PlotSpec, run: tuple[int, str, list], style: dict, markers: dict[str, str]) -> None:
+    """The human readers' points of one version (``run``: version index, legend label, its rows of
+    :func:`trackeval.plotdata.reader_point_rows`); ``markers``: each reader's marker shape."""
+    i, label, points = run
+    for reader, marker in markers.items():
+        mine = [p for p in points if p["reader"] == reader]
+        if not mine:
+            continue
+        face = [style.get(str(p[plot.dimension]), "#ffffff") for p in mine] if style else VERSION_COLOURS[i]
+        ax.scatter(
+            [p["fpr"] for p in mine], [p["tpr"] for p in mine], s=34, c=face, marker=marker, edgecolors="#000000",
+            linewidths=0.8, zorder=4, label=f"_{label}: reader {reader}",
+        )  # fmt: skip
+
+
+def _reader_markers(plot: PlotSpec, runs: list[tuple[str, BenchmarkResult]]) -> tuple[list[list], dict[str, str]]:
+    """Each version's reader points (ROC only) and one marker shape per reader over all versions."""
+    points = [plotdata.reader_point_rows(result, plot.dimension) if plot.kind == "roc" else [] for _, result in runs]
+    names = sorted({str(p["reader"]) for rows in points for p in rows})
+    return points, {name: READER_MARKERS[k % len(READER_MARKERS)] for k, name in enumerate(names)}
+
+
+def _reader_keys(markers: dict[str, str]) -> list[Line2D]:
+    """One legend entry per reader (its marker, its name as written)."""
+    return [
+        Line2D([], [], linestyle="", marker=marker, markerfacecolor="#ffffff", markeredgecolor="#000000",
+               label=f"reader {escape_mathtext(reader)}")
+        for reader, marker in markers.items()
+    ]  # fmt: skip
+
+
 def _frame(ax: Axes, plot: PlotSpec, handles: list, marked: bool) -> None:
     """Operating-point key, the reference diagonal, limits and axis labels."""
     if marked:
@@ -130,6 +166,7 @@ def draw_curves(
     style = dict(zip(items, palette(len(items)), strict=True)) if len(runs) == 1 else {}
     handles: list = []
     marked = False
+    reader_points, markers = _reader_markers(plot, runs)
     for i, ((label, result), rows) in enumerate(zip(runs, per_run, strict=True)):
         for item in [*items, plotdata.POOLED]:
             sub = [r for r in rows if r[plot.dimension] == item]
@@ -138,5 +175,7 @@ def draw_curves(
                 if style or item == plotdata.POOLED:
                     handles.append(line)
         marked = _operating_points(ax, plot, (i, label, result), style) or marked
+        _readers(ax, plot, (i, label, reader_points[i]), style, markers)
+    handles += _reader_keys(markers)
     _frame(ax, plot, handles, marked)
     return handles

@@ -17,7 +17,8 @@ from pathlib import Path
 from trackeval.gate.compare import BenchmarkComparison
 from trackeval.gate.decide import Decision
 from trackeval.io.escape import escape_html
-from trackeval.report.comparison import HEADER, _cells
+from trackeval.report.comparison import HEADER, _cells, _reader_sections
+from trackeval.report.console import reader_table
 from trackeval.results import BenchmarkResult, MetricSummary
 
 _CSS = (
@@ -79,6 +80,9 @@ def result_report(result: BenchmarkResult, figures: list[Path]) -> str:
         "<h2>Aggregates (mean, cluster-bootstrap 95% CI)</h2>",
         _table(header, [[k, *_fmt(s)] for k, s in sorted(result.aggregates.items())]),
     ]
+    header, rows = reader_table(result)
+    if rows:
+        body += ["<h2>Human readers (mean [95% CI]; not gated)</h2>", _table(header, rows, numeric_from=2)]
     if figures:
         body.append("<h2>Figures</h2>")
         body += [_figure(path) for path in figures]
@@ -130,9 +134,15 @@ def comparison_report(
 
     ``overlays``: ``(A, B)`` results of one unit each (A = the candidate, as in ``comparisons``); their declared
     figures are drawn with both versions on the same axes (:func:`trackeval.report.figures.overlay_figures`)
-    in a section per pair after the tables.
+    in a section per pair after the tables, and their human readers, when they record any, are listed side by
+    side (:func:`trackeval.report.comparison.reader_comparison`; not gated).
     """
-    return _page("trackeval comparison", _comparison_sections(comparisons) + _overlay_sections(overlays or ()))
+    readers = [
+        f"<h2>{escape_html(title)}</h2>" + _table(header, rows, numeric_from=2)
+        for title, header, rows in _reader_sections(overlays or ())
+    ]
+    body = _comparison_sections(comparisons) + readers + _overlay_sections(overlays or ())
+    return _page("trackeval comparison", body)
 
 
 def decision_report(decision: Decision) -> str:

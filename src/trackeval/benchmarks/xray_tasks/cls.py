@@ -3,7 +3,15 @@
 Inputs: ``--ground-truth labels.csv`` (``image_id,<finding>...``; 1 positive, 0 negative, blank or -1 uncertain;
 ``1.0``/``0.0``/``-1.0`` accepted) and ``--predictions scores.csv`` (the same ``image_id`` set and finding
 columns, probabilities in [0, 1]). Optional ``--validation DIR`` with its own ``labels.csv`` and ``scores.csv``
-(same findings): the operating-point thresholds are chosen there instead of on the test set.
+(same findings): the operating-point thresholds are chosen there instead of on the test set. The ground truth
+may also be a dataset's own label file (CheXpert, MIMIC-CXR, ChestX-ray14, MURA: told from the file or forced by
+``--format``; :mod:`~trackeval.benchmarks.xray_tasks.cls_layouts`), with predictions keyed by that dataset's ids
+(per-image scores pooled to the labelled study, ``xray.cls.pool``) and only the findings both files have
+evaluated (``xray.cls.findings`` to choose). The MURA layout adds Cohen's kappa at
+``xray.cls.decision_threshold``. ``--readers`` files (human readers' 0/1 decisions in the truth's layout) add
+the readers' metrics (:mod:`~trackeval.benchmarks.xray_tasks.cls_readers`); their names and the digest of their
+files are recorded in ``xray_run`` (``readers``, ``readers_digest``), in neither data digest, so that a run with
+readers pairs with one without on the model's metrics.
 
 Per finding: AUROC with its DeLong CI on the logit scale
 (:func:`trackeval.metrics.classification.logit_interval`); sensitivity, specificity and PPV of ``score >= t``
@@ -30,14 +38,19 @@ from pathlib import Path
 import numpy as np
 
 from trackeval.benchmarks.summaries import clusters_of, mean_summaries, summary
+from trackeval.benchmarks.xray_config import XRayClsConfig
+from trackeval.benchmarks.xray_tasks import cls_layouts as layouts
+from trackeval.benchmarks.xray_tasks import cls_readers
+from trackeval.benchmarks.xray_tasks.cls_layouts import Truth
 from trackeval.benchmarks.xray_tasks.common import TaskInputs, unique_tokens
 from trackeval.config import EvalConfig
 from trackeval.config.base import BootstrapConfig
 from trackeval.engine.driver import Evaluation
 from trackeval.errors import InputError
 from trackeval.io.hashing import sha256_files
-from trackeval.io.tables import read_csv_rows
+from trackeval.io.layouts import layout_digest
 from trackeval.metrics.classification import (
+    cohen_kappa,
     delong,
     delong_influence,
     ece_reference,
@@ -52,14 +65,13 @@ log = logging.getLogger(__name__)
 
 PREFIX = "xray/cls"
 TARGET_SENSITIVITY = 0.95
-_POSITIVE = {"1", "1.0"}
-_NEGATIVE = {"0", "0.0"}
-_UNCERTAIN = {"", "-1", "-1.0"}
 
 
 @dataclass(frozen=True)
 class Table:
-    """Aligned labels and scores of one split: ``labels`` has NaN for uncertain entries (policy applied)."""
+    """Aligned labels and scores of one split: ``labels`` has NaN for uncertain entries (policy applied);
+    ``image_ids`` are the label rows (images, or studies for a layout with per-study labels), ``subjects`` their
+    bootstrap clusters and ``groups`` their case groups; ``truth`` is what was read (layout, files)."""
 
     image_ids: list[str]
     findings: list[str]
@@ -67,114 +79,45 @@ class Table:
     labels: np.ndarray
     scores: np.ndarray
     n_uncertain: int
+    subjects: list[str]
+    groups: list[dict[str, str]]
+    truth: Truth
+    scores_layout: str
+    notes: list[str]
 
 
-def _read(path: Path) -> tuple[list[str], list[str], list[dict[str, str]]]:
-    rows = read_csv_rows(path, required=("image_id",))
-    columns = [c for c in rows[0] if c != "image_id"]
-    if not columns:
-        raise InputError("no finding columns besides image_id", file=str(path), field="header")
-    ids: list[str] = []
-    seen: dict[str, int] = {}
-    for i, row in enumerate(rows, start=2):
-        image_id = row["image_id"]
-        if not image_id:
-            raise InputError(f"empty image_id on line {i}", file=str(path), field="image_id")
-        if image_id in seen:
-            raise InputError(
-                f"duplicate image_id on lines {seen[image_id]} and {i}",
-                file=str(path),
-                case_id=image_id,
-                field="image_id",
-            )
-        seen[image_id] = i
-        ids.append(image_id)
-    return columns, ids, rows
+def load_split(
+    labels_csv: Path, scores_csv: Path, policy: str, c: XRayClsConfig | None = None, forced: str | None = None
+) -> Table:
+    """Read and cross-validate one split (labels in their layout + scores); see
+    :mod:`~trackeval.benchmarks.xray_tasks.cls_layouts` for the layouts and the matching of ids.
 
-
-def _label(value: str, policy: str, *, file: str, case: str, finding: str, line: int) -> float:
-    if value in _POSITIVE:
-        return 1.0
-    if value in _NEGATIVE:
-        return 0.0
-    if value in _UNCERTAIN:
-        return {"ignore": math.nan, "zeros": 0.0, "ones": 1.0}[policy]
-    raise InputError(
-        f"label {value!r} on line {line} is not 1, 0, -1 or blank (uncertain)", file=file, case_id=case, field=finding
-    )
-
-
-def _score(value: str, *, file: str, case: str, finding: str, line: int) -> float:
-    try:
-        x = float(value)
-    except ValueError:
-        raise InputError(
-            f"score {value!r} on line {line} is not a number", file=file, case_id=case, field=finding
-        ) from None
-    if not math.isfinite(x):
-        raise InputError(f"score {value!r} on line {line} is NaN or infinite", file=file, case_id=case, field=finding)
-    if not 0.0 <= x <= 1.0:
-        raise InputError(
-            f"score {x} on line {line} is not a probability in [0, 1]", file=file, case_id=case, field=finding
-        )
-    return x
-
-
-def _check_columns(findings: list[str], score_cols: list[str], scores_csv: Path) -> None:
-    """Refuse a scores file whose finding columns are not those of the labels (unknown ones first)."""
-    unknown = [c for c in score_cols if c not in findings]
-    if unknown:
-        raise InputError(
-            f"unknown finding column(s) {unknown}; labels have {findings}", file=str(scores_csv), field=unknown[0]
-        )
-    absent = [c for c in findings if c not in score_cols]
-    if absent:
-        raise InputError(f"finding column(s) {absent} missing", file=str(scores_csv), field=absent[0])
-
-
-def _check_image_ids(ids: list[str], score_ids: list[str], scores_csv: Path) -> None:
-    """Refuse a scores file whose image ids are not those of the labels (scored but unlabelled ones first)."""
-    label_set, score_set = set(ids), set(score_ids)
-    extra = [i for i in score_ids if i not in label_set]
-    if extra:
-        raise InputError(
-            f"{len(extra)} image(s) scored but not labelled, e.g. {extra[0]!r}",
-            file=str(scores_csv),
-            case_id=extra[0],
-            field="image_id",
-        )
-    missing = [i for i in ids if i not in score_set]
-    if missing:
-        raise InputError(
-            f"{len(missing)} labelled image(s) without scores, e.g. {missing[0]!r}",
-            file=str(scores_csv),
-            case_id=missing[0],
-            field="image_id",
-        )
-
-
-def load_split(labels_csv: Path, scores_csv: Path, policy: str) -> Table:
-    """Read and cross-validate one split (labels + scores); see the module docstring for the formats.
-
-    Raises :class:`InputError` for unknown/missing finding columns, duplicate or mismatched image ids, bad
-    labels, and NaN/inf/non-probability scores, naming the file, line, image and finding.
+    ``policy``: ``xray.cls.uncertain``; ``c``: the rest of ``xray.cls`` (blank, findings, pool; None: defaults);
+    ``forced``: the truth's ``--format``. Raises :class:`InputError` for unknown/missing finding columns,
+    duplicate or mismatched ids, bad labels, and NaN/inf/non-probability scores, naming the file, line, case and
+    finding.
     """
-    findings, ids, label_rows = _read(labels_csv)
+    c = c if c is not None else XRayClsConfig()
+    truth = layouts.read_truth(labels_csv, forced)
+    scores = layouts.read_scores(scores_csv)
+    findings, notes = layouts.evaluated_findings(truth, scores, c.findings)
     tokens = unique_tokens(findings, file=str(labels_csv), field="header")
-    score_cols, score_ids, score_rows = _read(scores_csv)
-    _check_columns(findings, score_cols, scores_csv)
-    _check_image_ids(ids, score_ids, scores_csv)
-    score_line = {i: (line, row) for line, (i, row) in enumerate(zip(score_ids, score_rows, strict=True), start=2)}
-    labels = np.empty((len(ids), len(findings)))
-    scores = np.empty((len(ids), len(findings)))
-    n_uncertain = 0
-    for r, (image_id, row) in enumerate(zip(ids, label_rows, strict=True)):
-        s_line, s_row = score_line[image_id]
-        for c, f in enumerate(findings):
-            n_uncertain += row[f] in _UNCERTAIN
-            labels[r, c] = _label(row[f], policy, file=str(labels_csv), case=image_id, finding=f, line=r + 2)
-            scores[r, c] = _score(s_row[f], file=str(scores_csv), case=image_id, finding=f, line=s_line)
-    return Table(ids, findings, tokens, labels, scores, n_uncertain)
+    values = layouts.align_scores(truth, scores, findings, c.pool)
+    codes = truth.codes[:, [truth.findings.index(f) for f in findings]]
+    labels, n_uncertain = layouts.labels_of(codes, c.blank or truth.blank, policy)
+    return Table(
+        truth.ids,
+        findings,
+        tokens,
+        labels,
+        values,
+        n_uncertain,
+        truth.subjects,
+        truth.groups,
+        truth,
+        scores.layout,
+        notes,
+    )
 
 
 def _threshold(finding: str, y: np.ndarray, s: np.ndarray, val: Table | None, val_file: str) -> tuple[float, str]:
@@ -230,16 +173,22 @@ class _Findings:
     variance_ok: bool = True
 
 
-def _load(inputs: TaskInputs, policy: str) -> tuple[Table, Table | None]:
-    """The test split and the validation split (None without ``--validation``), with the same findings."""
-    test = load_split(inputs.ground_truth, inputs.predictions, policy)
+def _load(inputs: TaskInputs, cfg: EvalConfig) -> tuple[Table, Table | None]:
+    """The test split and the validation split (None without ``--validation``), with the same findings (the
+    validation files are told from their own headers; they must hold the test split's evaluated findings)."""
+    c = cfg.xray.cls
+    test = load_split(inputs.ground_truth, inputs.predictions, c.uncertain, c, inputs.format)
+    for note in test.notes:
+        log.warning(note)
     if inputs.validation is None:
         return test, None
-    val = load_split(inputs.validation / "labels.csv", inputs.validation / "scores.csv", policy)
+    labels_csv = inputs.validation / "labels.csv"
+    val_cfg = c if test.truth.layout.generic else c.model_copy(update={"findings": tuple(test.findings)})
+    val = load_split(labels_csv, inputs.validation / "scores.csv", c.uncertain, val_cfg)
     if set(val.findings) != set(test.findings):
         raise InputError(
             f"validation findings {val.findings} differ from the test findings {test.findings}",
-            file=str(inputs.validation / "labels.csv"),
+            file=str(labels_csv),
             field="header",
         )
     return test, val
@@ -316,7 +265,7 @@ def _rate_summaries(test: Table, acc: _Findings, boot: BootstrapConfig) -> dict[
             "spec_at_sens95": np.where(y_all == 0, 1.0 - called, np.nan),
             "ppv_at_sens95": np.where(called == 1, y_all, np.nan),
         }
-    clusters = clusters_of(test.image_ids, boot)
+    clusters = clusters_of(test.subjects, boot)
     for name, matrix in rates.items():
         key = metric_key(PREFIX, name)
         out.update(mean_summaries(key, matrix, test.tokens, "finding", boot, name, clusters))
@@ -331,7 +280,8 @@ def _records(test: Table, called: np.ndarray) -> list[CaseRecord]:
     return [
         CaseRecord(
             case_id=image_id,
-            subject_id=image_id,
+            subject_id=test.subjects[i],
+            groups=test.groups[i],
             metrics={
                 token: {"label": test.labels[i, j], "score": test.scores[i, j], "called_at_sens95": called[i, j]}
                 for j, token in enumerate(test.tokens)
@@ -341,37 +291,107 @@ def _records(test: Table, called: np.ndarray) -> list[CaseRecord]:
     ]
 
 
+def _kappa_summaries(test: Table, acc: _Findings, threshold: float) -> dict[str, MetricSummary]:
+    """Cohen's kappa of ``score >= threshold`` against the labels (uncertain entries left out): ``by_finding``
+    for every finding, the headline the mean over the in-headline findings (NaN when there is none)."""
+    n_img, out, kept = test.labels.shape[0], {}, []
+    for j, token in enumerate(test.tokens):
+        ok = ~np.isnan(test.labels[:, j])
+        kappa = cohen_kappa(test.labels[ok, j].astype(np.int8), test.scores[ok, j], threshold)
+        out[metric_key(PREFIX, "kappa", "by_finding", token)] = summary(kappa, n_img, int(ok.sum()))
+        if acc.in_headline[j] and not math.isnan(kappa):
+            kept.append(kappa)
+    out[metric_key(PREFIX, "kappa")] = summary(float(np.mean(kept)) if kept else math.nan, n_img, n_img if kept else 0)
+    return out
+
+
+def _reader_files(paths: tuple[Path, ...]) -> list[Path]:
+    """The reader CSVs of ``--readers``: each file, and the ``*.csv`` files of each folder (sorted); two readers
+    with one name (file stem) are an error."""
+    files: list[Path] = []
+    for p in paths:
+        found = sorted(p.glob("*.csv")) if p.is_dir() else [p]
+        if not found:
+            raise InputError("no reader CSV (*.csv) in the folder", file=str(p), field="readers")
+        files += found
+    stems: dict[str, Path] = {}
+    for f in files:
+        if f.stem in stems:
+            raise InputError(f"two readers named {f.stem!r}: {stems[f.stem]} and {f}", file=str(f), field="readers")
+        stems[f.stem] = f
+    return files
+
+
+def _readers(
+    inputs: TaskInputs, test: Table, boot: BootstrapConfig, in_headline: np.ndarray
+) -> tuple[dict[str, MetricSummary], list[str], dict]:
+    """The ``--readers`` aggregates and warnings (:func:`cls_readers.reader_aggregates`; their means over the
+    findings of the headline, ``in_headline``, as the AUROC's) and the run facts (reader names, the digest of
+    their files); nothing without ``--readers``. Each file is read in the truth's layout and aligned to the test
+    table's rows and evaluated findings."""
+    if not inputs.readers:
+        return {}, [], {}
+    files = _reader_files(inputs.readers)
+    readers = []
+    for f in files:
+        decisions = layouts.align_decisions(test.truth, layouts.read_in_layout(f, test.truth.layout), test.findings, f)
+        readers.append(cls_readers.Reader(f.stem, f, decisions))
+    aggregates, notes = cls_readers.reader_aggregates(
+        test.labels, test.scores, test.tokens, readers, boot, clusters_of(test.subjects, boot), headline=in_headline
+    )
+    params = {"readers": [r.name for r in readers], "readers_digest": sha256_files(*files)}
+    return aggregates, notes, params
+
+
+def _digests(inputs: TaskInputs, test: Table, val: Table | None) -> tuple[str, str]:
+    """The ground-truth digest (every truth file read, folded with the test layout by :func:`layout_digest`) and
+    the predictions digest."""
+    gt_files, pred_files = list(test.truth.files), [inputs.predictions]
+    if val is not None and inputs.validation is not None:
+        gt_files += list(val.truth.files)
+        pred_files.append(inputs.validation / "scores.csv")
+    return layout_digest(test.truth.layout, sha256_files(*gt_files)), sha256_files(*pred_files)
+
+
 def evaluate(inputs: TaskInputs, cfg: EvalConfig) -> Evaluation:
     """Score the classification task (see the module docstring)."""
-    test, val = _load(inputs, cfg.xray.cls.uncertain)
+    test, val = _load(inputs, cfg)
     validation_file = str(inputs.validation / "labels.csv") if inputs.validation is not None else ""
     n_img, n_f = test.labels.shape
-    acc = _Findings({}, [], np.zeros((n_img, n_f)), np.full((n_img, n_f), np.nan), np.ones(n_f, dtype=bool))
+    acc = _Findings(
+        {}, list(test.notes), np.zeros((n_img, n_f)), np.full((n_img, n_f), np.nan), np.ones(n_f, dtype=bool)
+    )
     for j in range(n_f):
         _score_finding(acc, j, test, val, validation_file, cfg)
     aggregates = {**acc.out, **_macro_summaries(acc, n_img, cfg), **_rate_summaries(test, acc, cfg.bootstrap)}
-    gt_files, pred_files = [inputs.ground_truth], [inputs.predictions]
-    if inputs.validation is not None:
-        gt_files.append(inputs.validation / "labels.csv")
-        pred_files.append(inputs.validation / "scores.csv")
+    if test.truth.layout.name == "mura":
+        aggregates.update(_kappa_summaries(test, acc, cfg.xray.cls.decision_threshold))
+    reader_out, reader_notes, reader_params = _readers(inputs, test, cfg.bootstrap, acc.in_headline)
+    aggregates.update(reader_out)
+    truth_digest, predictions_digest = _digests(inputs, test, val)
     return Evaluation(
         records=_records(test, acc.called),
         aggregates=aggregates,
         item_kind="finding",
-        ground_truth_digest=sha256_files(*gt_files),
-        predictions_digest=sha256_files(*pred_files),
+        ground_truth_digest=truth_digest,
+        predictions_digest=predictions_digest,
         summary={
             "n_images": n_img,
             "n_findings": n_f,
             "n_uncertain_labels": test.n_uncertain,
             "n_findings_below_min_positives": int((~acc.in_headline).sum()),
         },
-        warnings=acc.notes,
+        warnings=[*acc.notes, *reader_notes],
         params={
             "operating_point": "validation" if val is not None else "test",
             "target_sensitivity": TARGET_SENSITIVITY,
             "findings_below_min_positives": [
                 t for t, keep in zip(test.tokens, acc.in_headline, strict=True) if not keep
             ],
+            **reader_params,
+        },
+        formats={
+            "ground_truth": test.truth.layout.name,
+            "predictions": test.scores_layout,
         },
     )

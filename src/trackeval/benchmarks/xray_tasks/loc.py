@@ -4,7 +4,9 @@ Inputs: ``--ground-truth`` a COCO annotation file (``images``, ``annotations`` w
 ``category_id``, ``bbox = [x, y, w, h]`` in pixels; ``categories`` with ``id``, ``name``; crowd regions are not
 supported) and ``--predictions`` a COCO results list. Entries with ``image_id``, ``category_id``, ``bbox``,
 ``score`` are detections; entries with ``annotation_id`` and ``bbox`` are phrase-grounding boxes, one per
-ground-truth annotation (the phrase's box).
+ground-truth annotation (the phrase's box). The ground truth may also be a YOLO dataset (``data.yaml`` or a
+split folder) or an MS-CXR CSV (:mod:`~trackeval.benchmarks.xray_tasks.loc_layouts`), told from the files or
+forced by ``--format``; they are converted to the same COCO structures and scored alike.
 
 * ``xray/loc/map_50``: mean over categories with ground truth of COCO AP at IoU 0.5 (101-point interpolation,
   area range all, ``xray.loc.max_dets`` detections per image and category; pycocotools ``COCOeval`` semantics,
@@ -24,7 +26,10 @@ cases.parquet):
   ``max_dets`` highest), after COCO matching at IoU 0.5: ``score``, ``tp`` (1 matched, 0 a false positive) and
   ``rank`` (its position among all the category's kept detections merged by score, ties in image order): what
   mAP is recomputed from;
-* ``annotation_<id>``: ``grounding_iou`` of each truth annotation (with grounding entries only).
+* ``annotation_<id>``: ``grounding_iou`` of each truth annotation (with grounding entries only);
+* ``phrase_<k>`` (MS-CXR): ``grounding_iou`` of the image's ``k``-th phrase (file order), the area IoU of the
+  union of its predicted boxes and the union of its truth boxes (a missing prediction: 0), the phrase's region
+  being all its boxes, so that ``xray/loc/miou`` is a mean over phrases, not over boxes.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ import logging
 import math
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -40,11 +46,25 @@ import numpy as np
 
 from trackeval.benchmarks.summaries import clusters_of, column_summary, summary
 from trackeval.benchmarks.xray_tasks.common import TaskInputs, unique_tokens
+from trackeval.benchmarks.xray_tasks.loc_layouts import (
+    MS_CXR_PRED_COLUMNS,
+    Phrase,
+    Truth,
+    is_ms_cxr,
+    is_yolo,
+    is_yolo_predictions,
+    load_ms_cxr_predictions,
+    load_ms_cxr_truth,
+    load_yolo_predictions,
+    load_yolo_truth,
+)
 from trackeval.config import EvalConfig
 from trackeval.engine.driver import Evaluation
 from trackeval.errors import InputError
 from trackeval.io.files import read_json
 from trackeval.io.hashing import sha256_files
+from trackeval.io.layouts import Layout, choose, layout_digest
+from trackeval.metrics.box_union import union_iou
 from trackeval.metrics.detection import (
     coco_average_precision,
     grounding_iou,
@@ -52,7 +72,7 @@ from trackeval.metrics.detection import (
     weighted_average_precision,
     xywh_to_xyxy,
 )
-from trackeval.results import CaseRecord, MetricSummary, metric_key
+from trackeval.results import CaseRecord, MetricSummary, metric_key, sha256_text
 
 log = logging.getLogger(__name__)
 
@@ -250,6 +270,17 @@ def _category_ap(
     return ap
 
 
+def _iou_items(
+    ious: np.ndarray, image_ids: list[Any], items: list[str], cfg: EvalConfig, per_image: dict
+) -> MetricSummary:
+    """``xray/loc/miou`` of the per-unit ``ious`` (image-clustered bootstrap); each unit's ``grounding_iou``
+    goes into ``per_image`` under its item name."""
+    clusters = clusters_of([str(im) for im in image_ids], cfg.bootstrap)
+    for im, item, v in zip(image_ids, items, ious, strict=True):
+        per_image[im][item] = {"grounding_iou": float(v)}
+    return column_summary(ious, cfg.bootstrap, "miou", clusters)
+
+
 def _grounding_miou(
     anns: list[dict[str, Any]], grounding: dict[int | str, list[float]], cfg: EvalConfig, per_image: dict
 ) -> tuple[MetricSummary, int]:
@@ -259,16 +290,122 @@ def _grounding_miou(
     has = np.array([a["id"] in grounding for a in anns], dtype=bool)
     pred_boxes = np.array([grounding.get(a["id"], a["bbox"]) for a in anns]).reshape(-1, 4)
     ious = np.where(has, grounding_iou(xywh_to_xyxy(pred_boxes), xywh_to_xyxy(truth_boxes)), 0.0)
-    clusters = clusters_of([str(a["image_id"]) for a in anns], cfg.bootstrap)
-    for a, v in zip(anns, ious, strict=True):
-        per_image[a["image_id"]][f"annotation_{a['id']}"] = {"grounding_iou": float(v)}
-    return column_summary(ious, cfg.bootstrap, "miou", clusters), int((~has).sum())
+    items = [f"annotation_{a['id']}" for a in anns]
+    return _iou_items(ious, [a["image_id"] for a in anns], items, cfg, per_image), int((~has).sum())
+
+
+def _phrase_miou(
+    phrases: list[Phrase], grounding: dict[int, list[list[float]]], cfg: EvalConfig, per_image: dict
+) -> tuple[MetricSummary, int]:
+    """MS-CXR: ``xray/loc/miou`` over phrases, each the area IoU of the union of its predicted boxes and the
+    union of its truth boxes (:func:`~trackeval.metrics.box_union.union_iou`; no prediction: 0), and the
+    number without a prediction; item ``phrase_<k>`` (the image's ``k``-th phrase, file order)."""
+    ious = np.array(
+        [union_iou(xywh_to_xyxy(grounding.get(k, [])), xywh_to_xyxy(p.boxes)) for k, p in enumerate(phrases)]
+    )
+    items = [f"phrase_{p.index}" for p in phrases]
+    n_missing = sum(1 for k in range(len(phrases)) if k not in grounding)
+    return _iou_items(ious, [p.image_id for p in phrases], items, cfg, per_image), n_missing
+
+
+def _is_coco_file(path: Path) -> bool:
+    """Any file but a CSV or YAML one (the COCO reader's own errors tell the rest)."""
+    return path.is_file() and path.suffix.lower() not in {".csv", ".yaml", ".yml"}
+
+
+GROUND_TRUTH_LAYOUTS = (
+    Layout("yolo", "a data.yaml, or a split folder with images/ and labels/", is_yolo),
+    Layout("ms-cxr", "CSV with dicom_id, category_name, label_text, x, y, w, h columns", is_ms_cxr),
+    Layout("generic", "a COCO annotation JSON file", _is_coco_file, generic=True),
+)
+
+
+@dataclass
+class _Inputs:
+    """What the scoring reads, whatever the layouts: COCO structures, detections and grounding."""
+
+    images: list[Any]
+    categories: dict[Any, str]
+    anns: list[dict[str, Any]]
+    dets: list[dict[str, Any]]
+    grounding: dict[Any, Any]
+    truth_digest: str
+    formats: dict[str, str]
+    phrases: list[Phrase] | None = None
+
+
+def _native_predictions(inputs: TaskInputs, layout: str, truth: Truth) -> tuple[list, dict, str]:
+    """Detections, grounding and the predictions' layout name for a native ground truth."""
+    path = inputs.predictions
+    if layout == "ms-cxr":
+        if not is_ms_cxr(path, MS_CXR_PRED_COLUMNS):
+            raise InputError(
+                f"MS-CXR predictions must be a CSV with columns {list(MS_CXR_PRED_COLUMNS)}", file=str(path)
+            )
+        dets, grounding = load_ms_cxr_predictions(path, truth)
+        return dets, grounding, "ms-cxr"
+    if is_yolo_predictions(path):
+        return load_yolo_predictions(path, truth), {}, "yolo"
+    dets, _ = load_predictions(path, set(truth.images), dict.fromkeys(truth.names, ""), set())
+    return dets, {}, "generic"
+
+
+def _load(inputs: TaskInputs, cfg: EvalConfig) -> _Inputs:
+    """The ground truth in the layout :func:`~trackeval.io.layouts.choose` finds (or ``--format`` forces) and
+    the predictions in the layout that goes with it."""
+    layout = choose(inputs.ground_truth, GROUND_TRUTH_LAYOUTS, inputs.format)
+    if layout.generic:
+        images, categories, anns = load_ground_truth(inputs.ground_truth)
+        dets, grounding = load_predictions(inputs.predictions, set(images), categories, {a["id"] for a in anns})
+        formats = {"ground_truth": layout.name, "predictions": "generic"}
+        return _Inputs(images, categories, anns, dets, grounding, sha256_files(inputs.ground_truth), formats)
+    split = cfg.xray.loc.split
+    load = load_yolo_truth if layout.name == "yolo" else load_ms_cxr_truth
+    truth = load(inputs.ground_truth, split)
+    file = str(inputs.ground_truth)
+    categories = dict(
+        zip(truth.names, unique_tokens(list(truth.names.values()), file=file, field="names"), strict=True)
+    )
+    dets, grounding, pred_layout = _native_predictions(inputs, layout.name, truth)
+    return _Inputs(
+        truth.images,
+        categories,
+        truth.anns,
+        dets,
+        grounding,
+        layout_digest(layout, truth.digest),
+        {"ground_truth": layout.name, "predictions": pred_layout},
+        truth.phrases if layout.name == "ms-cxr" else None,
+    )
+
+
+def _grounding(data: _Inputs, cfg: EvalConfig, per_image: dict, out: dict[str, MetricSummary]) -> tuple[int, list[str]]:
+    """``xray/loc/miou`` into ``out`` (MS-CXR phrases, or the generic per-annotation boxes; none without
+    grounding entries): the number of truth units without a prediction and the warnings."""
+    if data.phrases is not None:
+        out[metric_key(PREFIX, "miou")], n_missing = _phrase_miou(data.phrases, data.grounding, cfg, per_image)
+        notes = [f"{n_missing} phrase(s) without a predicted box scored IoU 0"] if n_missing else []
+        if not data.dets:
+            notes.append("no score column in the predictions: no detections, xray/loc/map_50 is 0")
+        return n_missing, notes
+    if data.grounding:
+        out[metric_key(PREFIX, "miou")], n_missing = _grounding_miou(data.anns, data.grounding, cfg, per_image)
+        return n_missing, [f"{n_missing} annotation(s) without a grounding box scored IoU 0"] if n_missing else []
+    return 0, ["no grounding entries (annotation_id) in the predictions: xray/loc/miou not computed"]
+
+
+def _predictions_digest(path: Path) -> str:
+    """sha256 of the predictions file, or of a folder's ``*.txt`` files (name and bytes, sorted by name)."""
+    if path.is_dir():
+        files = sorted(p for p in path.iterdir() if p.suffix == ".txt")
+        return sha256_text(*(f"{p.name}:{sha256_files(p)}" for p in files))
+    return sha256_files(path)
 
 
 def evaluate(inputs: TaskInputs, cfg: EvalConfig) -> Evaluation:
     """Score the localisation task (see the module docstring)."""
-    images, categories, anns = load_ground_truth(inputs.ground_truth)
-    dets, grounding = load_predictions(inputs.predictions, set(images), categories, {a["id"] for a in anns})
+    data = _load(inputs, cfg)
+    images, categories, anns, dets, grounding = data.images, data.categories, data.anns, data.dets, data.grounding
     gt, pred = _by_category_and_image(anns, dets)
     n_img = len(images)
     out: dict[str, MetricSummary] = {}
@@ -280,31 +417,29 @@ def evaluate(inputs: TaskInputs, cfg: EvalConfig) -> Evaluation:
         if not math.isnan(ap):
             aps.append(ap)
     out[metric_key(PREFIX, "map_50")] = summary(float(np.mean(aps)) if aps else math.nan, n_img, n_img if aps else 0)
-    notes = []
-    n_missing = 0
-    if grounding:
-        out[metric_key(PREFIX, "miou")], n_missing = _grounding_miou(anns, grounding, cfg, per_image)
-        if n_missing:
-            notes.append(f"{n_missing} annotation(s) without a grounding box scored IoU 0")
-    else:
-        notes.append("no grounding entries (annotation_id) in the predictions: xray/loc/miou not computed")
+    n_missing, notes = _grounding(data, cfg, per_image, out)
     for note in notes:
         log.warning(note)
     records = [CaseRecord(case_id=str(im), subject_id=str(im), metrics=per_image[im]) for im in images]
+    extra = {} if data.phrases is None else {"n_phrases": len(data.phrases)}
     return Evaluation(
         records=records,
         aggregates=out,
         item_kind="category",
-        ground_truth_digest=sha256_files(inputs.ground_truth),
-        predictions_digest=sha256_files(inputs.predictions),
+        ground_truth_digest=data.truth_digest,
+        predictions_digest=_predictions_digest(inputs.predictions),
         summary={
             "n_images": n_img,
             "n_categories": len(categories),
             "n_gt_boxes": len(anns),
             "n_detections": len(dets),
-            "n_grounding_boxes": len(grounding),
+            "n_grounding_boxes": sum(len(v) for v in grounding.values())
+            if data.phrases is not None
+            else len(grounding),
             "n_missing_grounding": n_missing,
+            **extra,
         },
         warnings=notes,
         params={"iou_threshold": IOU_THRESHOLD, "interpolation": "coco_101_point"},
+        formats=data.formats,
     )

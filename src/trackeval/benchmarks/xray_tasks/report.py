@@ -1,7 +1,10 @@
 """``report``: radiology report generation (IU X-ray, MIMIC-CXR) with pycocoevalcap's caption metrics.
 
 Inputs: ``--ground-truth references.jsonl`` and ``--predictions predictions.jsonl``, one JSON object per line,
-``{"id": ..., "report": "..."}`` (a reference ``report`` may also be a list of strings: several references).
+``{"id": ..., "report": "..."}`` (a reference ``report`` may also be a list of strings: several references);
+the ground truth may also be IU X-ray as distributed (OpenI XML, ``indiana_reports.csv``, R2Gen's
+``annotation.json``: :mod:`~trackeval.benchmarks.xray_tasks.report_layouts`), told from the files or forced by
+``--format``; predictions stay JSON Lines keyed by the layout's report id.
 Text is tokenised by :func:`trackeval.metrics.text.tokenize` (lower-case, punctuation deleted, whitespace split).
 
 Keys: ``xray/report/bleu_1`` .. ``bleu_4`` (corpus BLEU, closest reference length), ``xray/report/rouge_l``
@@ -25,14 +28,23 @@ import numpy as np
 from trackeval.benchmarks.missing import check_missing
 from trackeval.benchmarks.summaries import clusters_of, column_summary, summary
 from trackeval.benchmarks.xray_tasks.common import TaskInputs
+from trackeval.benchmarks.xray_tasks.report_layouts import (
+    is_indiana_csv,
+    is_openi_xml,
+    is_r2gen,
+    read_indiana,
+    read_openi,
+    read_r2gen,
+)
 from trackeval.config import EvalConfig
 from trackeval.config.base import BootstrapConfig
 from trackeval.engine.driver import Evaluation
 from trackeval.errors import InputError
 from trackeval.io.files import read_jsonl
 from trackeval.io.hashing import sha256_files
+from trackeval.io.layouts import Layout, choose, layout_digest
 from trackeval.metrics.text import BleuStats, NgramCorpus, bleu_from_stats, bleu_stats, cider_d, rouge_l, tokenize
-from trackeval.results import CaseRecord, MetricSummary, metric_key
+from trackeval.results import CaseRecord, MetricSummary, metric_key, sha256_text
 from trackeval.stats.bootstrap import group_seed, n_clusters, percentiles, weight_blocks
 
 log = logging.getLogger(__name__)
@@ -77,11 +89,48 @@ def _bleu_summaries(stats: BleuStats, boot: BootstrapConfig, clusters: np.ndarra
     }
 
 
-def _read_pairs(inputs: TaskInputs) -> tuple[dict[str, list[str]], dict[str, list[str]], list[str]]:
-    """References, predictions, and the warning about references without a prediction; a prediction without a
-    reference is an :class:`InputError`."""
-    refs = _reports(inputs.ground_truth, allow_list=True)
+GROUND_TRUTH_LAYOUTS = (
+    Layout("openi-xml", "OpenI XML reports: a folder of .xml files or one", is_openi_xml),
+    Layout("indiana-csv", "CSV with uid, findings, impression columns (indiana_reports.csv)", is_indiana_csv),
+    Layout("r2gen", "R2Gen annotation.json: {train, val, test: [{id, report, ...}]}", is_r2gen),
+    Layout("generic", "references.jsonl: one {id, report} object per line", Path.is_file, generic=True),
+)
+
+
+def _references(inputs: TaskInputs, cfg: EvalConfig) -> tuple[dict[str, list[str]], list[str], Layout, str]:
+    """References in the ground truth's layout, the ids left out (chosen sections empty), the layout and the
+    ground-truth digest (a native one names the layout and the reading convention: sections or split)."""
+    c = cfg.xray.report
+    path = inputs.ground_truth
+    layout = choose(path, GROUND_TRUTH_LAYOUTS, inputs.format)
+    if layout.generic:
+        return _reports(path, allow_list=True), [], layout, sha256_files(path)
+    if layout.name == "r2gen":
+        return read_r2gen(path, c.split), [], layout, layout_digest(layout, sha256_text(sha256_files(path), c.split))
+    reader = read_openi if layout.name == "openi-xml" else read_indiana
+    refs, empty = reader(path, c.sections)
+    if not refs:
+        raise InputError(f"no report has text in the sections {list(c.sections)}", file=str(path), field="sections")
+    files = sorted(p for p in path.iterdir() if p.suffix.lower() == ".xml") if path.is_dir() else [path]
+    digest = sha256_text(*(f"{p.name}:{sha256_files(p)}" for p in files), "sections:" + ",".join(c.sections))
+    return refs, empty, layout, layout_digest(layout, digest)
+
+
+def _read_pairs(
+    inputs: TaskInputs, cfg: EvalConfig
+) -> tuple[dict[str, list[str]], dict[str, list[str]], list[str], Layout, str]:
+    """References, predictions, the warnings (references without a prediction, reports left out), the ground
+    truth's layout and digest; a prediction without a reference is an :class:`InputError` (one for a report
+    left out for empty sections is dropped with the warning)."""
+    refs, empty, layout, digest = _references(inputs, cfg)
     preds = _reports(inputs.predictions, allow_list=False)
+    notes = []
+    if empty:
+        dropped = sum(1 for i in empty if preds.pop(i, None) is not None)
+        notes.append(
+            f"{len(empty)} report(s) without text in the sections {list(cfg.xray.report.sections)} left out "
+            f"(e.g. {empty[0]!r}); {dropped} prediction(s) for them ignored"
+        )
     extra = [i for i in preds if i not in refs]
     if extra:
         raise InputError(
@@ -91,7 +140,7 @@ def _read_pairs(inputs: TaskInputs) -> tuple[dict[str, list[str]], dict[str, lis
             field="id",
         )
     ids = list(refs)
-    notes = check_missing(
+    notes += check_missing(
         ids,
         [i for i in ids if i not in preds],
         predictions=inputs.predictions,
@@ -99,7 +148,7 @@ def _read_pairs(inputs: TaskInputs) -> tuple[dict[str, list[str]], dict[str, lis
         other_kind="id",
         expected_kind="ids",
     )
-    return refs, preds, notes
+    return refs, preds, notes, layout, digest
 
 
 def _records(
@@ -128,7 +177,7 @@ def _records(
 def evaluate(inputs: TaskInputs, cfg: EvalConfig) -> Evaluation:
     """Score the report-generation task (see the module docstring)."""
     c = cfg.xray.report
-    refs, preds, notes = _read_pairs(inputs)
+    refs, preds, notes, layout, truth_digest = _read_pairs(inputs, cfg)
     ids = list(refs)
     ref_tokens = [[tokenize(t) for t in refs[i]] for i in ids]
     for rid, toks in zip(ids, ref_tokens, strict=True):
@@ -157,9 +206,10 @@ def evaluate(inputs: TaskInputs, cfg: EvalConfig) -> Evaluation:
         records=_records(ids, preds, scores, [len(h) for h in hyp_tokens]),
         aggregates=out,
         item_kind="report",
-        ground_truth_digest=sha256_files(inputs.ground_truth),
+        ground_truth_digest=truth_digest,
         predictions_digest=sha256_files(inputs.predictions),
         summary={"n_reports": len(ids), "n_missing_predictions": len(ids) - len(preds)},
         warnings=notes,
         params={"tokenizer": "lowercase_strip_punctuation", "bleu_reflen": "closest"},
+        formats={"ground_truth": layout.name, "predictions": "generic"},
     )

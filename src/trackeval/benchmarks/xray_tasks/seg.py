@@ -11,11 +11,22 @@ NaN, excluded; one side empty -> 0). ``xray/seg/dsc`` and ``xray/seg/miou`` are 
 per-class means over images, with ``/by_class/<c>``, CIs from an image-level bootstrap. A missing prediction
 is scored as all background (``xray.seg.missing_prediction: worst``) or left NaN (``exclude``), counted and named
 in one warning line, or an error (``error``); no prediction matching any image is an error naming the folder.
+
+Native layouts (:mod:`~trackeval.benchmarks.xray_tasks.seg_layouts`: ``binary-folders``, ``jsrt-scr``,
+``paxray``, ``vindr-ribcxr``, ``siim-rle``) hold overlapping classes, one binary mask per class: each class is
+scored on its own two masks (a pixel in two classes counts for both; no argmax), through the same Dice/IoU
+counts, record and aggregates as the label maps, which are the special case of one binary mask per label id
+(scored in one confusion pass over the map: the same counts). The ground truth's layout is told from the files
+(``--format`` forces it), the predictions' from their own files; both are recorded in results.json, and a native
+layout's name and class names enter the ground-truth digest. The class names come from the layout (folder
+names, ``label_dict``, the SCR structures, ``R1`` .. ``L10``, ``pneumothorax``) as key tokens.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,14 +36,23 @@ from trackeval.benchmarks.missing import check_missing
 from trackeval.benchmarks.summaries import clusters_of, mean_summaries
 from trackeval.benchmarks.xray_config import XRaySegConfig
 from trackeval.benchmarks.xray_tasks.common import TaskInputs, unique_tokens
+from trackeval.benchmarks.xray_tasks.seg_layouts import (
+    PAXRAY_SPLIT,
+    PREDICTION_LAYOUTS,
+    TRUTH_LAYOUTS,
+    CaseRef,
+    Source,
+)
 from trackeval.config import EvalConfig
 from trackeval.engine.driver import Evaluation, Scored, case_digests, score_cases
 from trackeval.errors import InputError
 from trackeval.io.images import load_image
+from trackeval.io.layouts import Layout, choose, layout_digest
 from trackeval.io.nifti import read_bytes_digest, read_label_map
 from trackeval.io.paths import check_case_id, resolve_inside
 from trackeval.io.tables import read_csv_rows
 from trackeval.metrics.overlap import (
+    LabelCounts,
     confusion_matrix,
     counts_from_matrix,
     dice_from_counts,
@@ -46,6 +66,10 @@ log = logging.getLogger(__name__)
 PREFIX = "xray/seg"
 SUFFIXES = (".png", ".nii.gz", ".nii")
 _PNG_MODES = {"1", "L", "P", "I", "I;16", "I;16B", "I;16L"}
+#: the label-map folders this task always read (``--label-names`` gives their classes)
+GENERIC = Layout(
+    "generic", "folder of <image>.png / .nii[.gz] integer label maps", lambda p: not p.is_file(), generic=True
+)
 
 
 @dataclass(frozen=True)
@@ -95,6 +119,32 @@ def read_label_image(path: Path, *, case_id: str) -> tuple[np.ndarray, str]:
     return array, vol.digest
 
 
+def _class_metrics(counts: dict[str, LabelCounts]) -> dict[str, dict[str, float]]:
+    """The per-class record metrics (Dice, IoU, pixel counts) of one image's per-class counts."""
+    return {
+        name: {
+            "dsc": dice_from_counts(c),
+            "iou": iou_from_counts(c),
+            "n_ref": float(c.n_ref),
+            "n_pred": float(c.n_pred),
+        }
+        for name, c in counts.items()
+    }
+
+
+def _record(
+    case_id: str, classes: list[str], counts: dict[str, LabelCounts] | None, policy: str, missing: bool
+) -> CaseRecord:
+    """One image's :class:`CaseRecord`: metrics from ``counts`` (None: no prediction scored, NaN per class)."""
+    return CaseRecord(
+        case_id=case_id,
+        subject_id=case_id,
+        metrics=_class_metrics(counts) if counts is not None else {name: {} for name in classes},
+        status="missing_prediction" if missing else "ok",
+        message=f"no prediction file; scored by policy '{policy}'" if missing else "",
+    )
+
+
 def score_case(job: _Job) -> Scored:
     """Read, validate and score one image (runs in a worker)."""
     truth, truth_digest = read_label_image(job.truth, case_id=job.case_id)
@@ -110,7 +160,7 @@ def score_case(job: _Job) -> Scored:
                 case_id=job.case_id,
                 field="dim",
             )
-    metrics: dict[str, dict[str, float]] = {name: {} for name in job.labels}
+    counts = None
     if pred is not None:
         # values outside the label names are refused before the confusion matrix, which is K x K in the
         # distinct values found (20 000 stray values in a small PNG would cost 3 GB); this pass is bounded
@@ -125,25 +175,66 @@ def score_case(job: _Job) -> Scored:
                     case_id=job.case_id,
                     field="pixel values",
                 )
+        # a label map is one binary mask per id: the counts of id i are those of (truth == i, pred == i)
         values, matrix = confusion_matrix(pred, truth)
-        counts = counts_from_matrix(values, matrix, list(job.labels.values()))
-        metrics = {
-            name: {
-                "dsc": dice_from_counts(counts[i]),
-                "iou": iou_from_counts(counts[i]),
-                "n_ref": float(counts[i].n_ref),
-                "n_pred": float(counts[i].n_pred),
-            }
-            for name, i in job.labels.items()
-        }
-    missing = job.pred is None
-    record = CaseRecord(
-        case_id=job.case_id,
-        subject_id=job.case_id,
-        metrics=metrics,
-        status="missing_prediction" if missing else "ok",
-        message=f"no prediction file; scored by policy '{job.missing_policy}'" if missing else "",
-    )
+        by_id = counts_from_matrix(values, matrix, list(job.labels.values()))
+        counts = {name: by_id[i] for name, i in job.labels.items()}
+    record = _record(job.case_id, list(job.labels), counts, job.missing_policy, job.pred is None)
+    return Scored(record, truth_digest, pred_digest)
+
+
+@dataclass(frozen=True)
+class _StackJob:
+    """One image of a native layout: ``channels``: the prediction channel of each truth class (in ``classes``
+    order); ``n_pred_channels``: how many channels the prediction must have; ``pred_file``: for messages."""
+
+    case_id: str
+    truth: CaseRef
+    pred: CaseRef | None
+    classes: tuple[str, ...]
+    channels: tuple[int, ...]
+    n_pred_channels: int
+    pred_file: str
+    missing_policy: str
+
+
+def binary_counts(truth: np.ndarray, pred: np.ndarray, classes: tuple[str, ...]) -> dict[str, LabelCounts]:
+    """Per class, the counts of its own two binary masks (``truth[k]``, ``pred[k]``: ``(classes, H, W)`` bool
+    stacks), one confusion pass each: classes may overlap, a pixel in two classes counts for both."""
+    out: dict[str, LabelCounts] = {}
+    for k, name in enumerate(classes):
+        values, matrix = confusion_matrix(pred[k], truth[k])
+        out[name] = counts_from_matrix(values, matrix, [1])[1]
+    return out
+
+
+def _load_prediction(job: _StackJob, ref: CaseRef, shape: tuple[int, int]) -> tuple[np.ndarray, str]:
+    """The prediction stack ``ref`` of ``job`` reordered to the truth's classes, checked against the truth's size."""
+    pred, digest = ref.load(job.case_id, shape)
+    where = {"file": job.pred_file, "case_id": job.case_id, "field": "dim"}
+    if pred.shape[0] != job.n_pred_channels:
+        raise InputError(f"prediction has {pred.shape[0]} class channel(s), expected {job.n_pred_channels}", **where)
+    if pred.shape[1:] != shape:
+        raise InputError(f"shape mismatch: truth {shape} vs prediction {pred.shape[1:]}", **where)
+    return pred[list(job.channels)], digest
+
+
+def score_stack_case(job: _StackJob) -> Scored:
+    """Read and score one image of a native layout, each class on its own binary masks (runs in a worker)."""
+    truth, truth_digest = job.truth.load(job.case_id, None)
+    if truth.shape[0] != len(job.classes):
+        raise InputError(
+            f"ground truth has {truth.shape[0]} class channel(s), its class names {len(job.classes)}",
+            case_id=job.case_id,
+            field="dim",
+        )
+    shape = (int(truth.shape[1]), int(truth.shape[2]))
+    if job.pred is not None:
+        pred, pred_digest = _load_prediction(job, job.pred, shape)
+    else:
+        pred, pred_digest = (np.zeros_like(truth) if job.missing_policy == "worst" else None), "missing"
+    counts = binary_counts(truth, pred, job.classes) if pred is not None else None
+    record = _record(job.case_id, list(job.classes), counts, job.missing_policy, job.pred is None)
     return Scored(record, truth_digest, pred_digest)
 
 
@@ -195,7 +286,15 @@ def _class_names(inputs: TaskInputs, c: XRaySegConfig) -> dict[str, int]:
 
 
 def _prediction_notes(
-    truth: dict[str, Path], preds: dict[str, Path], extra: list[str], predictions: Path, c: XRaySegConfig
+    case_ids: list[str],
+    missing: list[str],
+    extra: list[str],
+    *,
+    predictions: Path,
+    expected_name: Callable[[str], str],
+    others: list[str],
+    accepted: str,
+    c: XRaySegConfig,
 ) -> list[str]:
     """The warning lines (each logged) for images without a prediction (under ``xray.seg.missing_prediction``)
     and for predictions without ground truth (``extra``, the first 10 named).
@@ -203,14 +302,13 @@ def _prediction_notes(
     Raises:
         InputError: no prediction matches any image, or one is missing under the ``error`` policy.
     """
-    matched = {preds[cid].name for cid in truth if cid in preds}
     notes = check_missing(
-        list(truth),
-        [cid for cid in truth if cid not in preds],
+        case_ids,
+        missing,
         predictions=predictions,
-        expected_name=lambda cid: truth[cid].name,
-        others=sorted(p.name for p in predictions.iterdir() if p.name not in matched),
-        accepted=f" (any of {', '.join(SUFFIXES)})",
+        expected_name=expected_name,
+        others=others,
+        accepted=accepted,
         policy=c.missing_prediction,
         policy_field="xray.seg.missing_prediction",
     )
@@ -235,8 +333,29 @@ def _aggregates(records: list[CaseRecord], classes: list[str], cfg: EvalConfig) 
     return out
 
 
-def evaluate(inputs: TaskInputs, cfg: EvalConfig) -> Evaluation:
-    """Score the segmentation task (see the module docstring)."""
+def _evaluation(
+    scored: list[Scored], classes: list[str], cfg: EvalConfig, notes: list[str], n_extra: int, digests: tuple[str, str]
+) -> Evaluation:
+    """The :class:`Evaluation` of scored images (``digests``: ground truth, predictions); the caller adds its
+    ``params`` and ``formats``."""
+    records = [s.record for s in scored]
+    return Evaluation(
+        records=records,
+        aggregates=_aggregates(records, classes, cfg),
+        item_kind="class",
+        ground_truth_digest=digests[0],
+        predictions_digest=digests[1],
+        summary={
+            "n_images": len(records),
+            "n_missing_predictions": sum(r.status == "missing_prediction" for r in records),
+            "n_extra_predictions": n_extra,
+        },
+        warnings=notes,
+    )
+
+
+def _evaluate_label_maps(inputs: TaskInputs, cfg: EvalConfig) -> Evaluation:
+    """The generic layout: integer label-map folders with ``--label-names`` / ``xray.seg.labels``."""
     c = cfg.xray.seg
     labels = _class_names(inputs, c)
     truth = _files(inputs.ground_truth, "ground-truth")
@@ -246,23 +365,110 @@ def evaluate(inputs: TaskInputs, cfg: EvalConfig) -> Evaluation:
         )
     preds = _files(inputs.predictions, "predictions")
     extra = sorted(set(preds) - set(truth))
-    notes = _prediction_notes(truth, preds, extra, inputs.predictions, c)
+    matched = {preds[cid].name for cid in truth if cid in preds}
+    notes = _prediction_notes(
+        list(truth),
+        [cid for cid in truth if cid not in preds],
+        extra,
+        predictions=inputs.predictions,
+        expected_name=lambda cid: truth[cid].name,
+        others=sorted(p.name for p in inputs.predictions.iterdir() if p.name not in matched),
+        accepted=f" (any of {', '.join(SUFFIXES)})",
+        c=c,
+    )
     jobs = [_Job(cid, truth[cid], preds.get(cid), labels, c.missing_prediction) for cid in truth]
     scored = score_cases(score_case, jobs, cfg.engine, "X-ray seg images")
-    records = [s.record for s in scored]
-    out = _aggregates(records, list(labels), cfg)
-    truth_digest, pred_digest = case_digests(scored)
-    return Evaluation(
-        records=records,
-        aggregates=out,
-        item_kind="class",
-        ground_truth_digest=truth_digest,
-        predictions_digest=pred_digest,
-        summary={
-            "n_images": len(records),
-            "n_missing_predictions": sum(r.status == "missing_prediction" for r in records),
-            "n_extra_predictions": len(extra),
-        },
-        warnings=notes,
-        params={"labels": labels},
+    out = _evaluation(scored, list(labels), cfg, notes, len(extra), case_digests(scored))
+    out.params = {"labels": labels}
+    out.formats = {"ground_truth": GENERIC.name, "predictions": GENERIC.name}
+    return out
+
+
+def _channels(truth: Source, tokens: list[str], pred: Source) -> tuple[tuple[int, ...], int, list[str]]:
+    """The prediction channel of each truth class, the prediction's channel count and a note on prediction
+    classes the truth does not have (logged). Unnamed channels (``.npy`` stacks) are the truth's, in order.
+
+    Raises:
+        InputError: the predictions lack a truth class (naming the first few).
+    """
+    if not pred.names:
+        return tuple(range(len(tokens))), len(tokens), []
+    pred_tokens = unique_tokens(list(pred.names), file=str(pred.path), field="class")
+    absent = [t for t in tokens if t not in pred_tokens]
+    if absent:
+        raise InputError(
+            f"the predictions have no class {', '.join(absent[:5])} of the ground truth (found "
+            f"{', '.join(pred_tokens[:5])})",
+            file=str(pred.path),
+            field="class",
+        )
+    ignored = [t for t in pred_tokens if t not in tokens]
+    notes = [f"{len(ignored)} prediction class(es) not in the ground truth ignored: {', '.join(ignored[:10])}"]
+    notes = notes if ignored else []
+    for note in notes:
+        log.warning(note)
+    return tuple(pred_tokens.index(t) for t in tokens), len(pred_tokens), notes
+
+
+def _evaluate_native(inputs: TaskInputs, cfg: EvalConfig, layout: Layout, read: Callable[[Path], Source]) -> Evaluation:
+    """A native layout: one binary mask per class and image, each class scored on its own."""
+    c = cfg.xray.seg
+    if inputs.label_names is not None:
+        raise InputError(
+            f"--label-names is only read with label maps; the {layout.name} layout names its classes",
+            file=str(inputs.label_names),
+            field="label_names",
+        )
+    truth = read(inputs.ground_truth)
+    if not truth.cases:
+        raise InputError(f"no image in the ground truth ({layout.name})", file=str(inputs.ground_truth))
+    tokens = unique_tokens(list(truth.names), file=str(inputs.ground_truth), field="class")
+    pred_readers = {x.name: r for x, r in PREDICTION_LAYOUTS}
+    pred_layout = choose(inputs.predictions, [x for x, _ in PREDICTION_LAYOUTS], what="predictions")
+    pred = pred_readers[pred_layout.name](inputs.predictions)
+    channels, n_channels, class_notes = _channels(truth, tokens, pred)
+    ids = list(truth.cases)
+    extra = sorted(set(pred.cases) - set(truth.cases))
+    notes = _prediction_notes(
+        ids,
+        [cid for cid in ids if cid not in pred.cases],
+        extra,
+        predictions=inputs.predictions,
+        expected_name=pred.expected,
+        others=[pred.expected(cid) for cid in extra],
+        accepted="",
+        c=c,
     )
+    jobs = [
+        _StackJob(
+            cid,
+            ref,
+            pred.cases.get(cid),
+            tuple(tokens),
+            channels,
+            n_channels,
+            pred.cases[cid].where if cid in pred.cases else str(inputs.predictions),
+            c.missing_prediction,
+        )
+        for cid, ref in truth.cases.items()
+    ]
+    scored = score_cases(score_stack_case, jobs, cfg.engine, "X-ray seg images")
+    truth_digest, pred_digest = case_digests(scored, f"classes:{json.dumps(list(truth.names))}")
+    out = _evaluation(
+        scored, tokens, cfg, class_notes + notes, len(extra), (layout_digest(layout, truth_digest), pred_digest)
+    )
+    out.params = {"classes": dict(zip(tokens, truth.names, strict=True))}
+    if layout.name == "paxray":
+        out.params["split"] = PAXRAY_SPLIT
+    out.formats = {"ground_truth": layout.name, "predictions": pred_layout.name}
+    return out
+
+
+def evaluate(inputs: TaskInputs, cfg: EvalConfig) -> Evaluation:
+    """Score the segmentation task (see the module docstring): the ground truth's layout told from its files
+    (or forced by ``--format``), then the label-map path or the native one."""
+    readers = {x.name: r for x, r in TRUTH_LAYOUTS}
+    layout = choose(inputs.ground_truth, [*(x for x, _ in TRUTH_LAYOUTS), GENERIC], inputs.format)
+    if layout.generic:
+        return _evaluate_label_maps(inputs, cfg)
+    return _evaluate_native(inputs, cfg, layout, readers[layout.name])

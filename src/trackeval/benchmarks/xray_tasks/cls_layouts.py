@@ -1,0 +1,588 @@
+"""``cls`` ground-truth and prediction layouts: the datasets' label files as they are distributed.
+
+Ground truth (told from the file, ``--format NAME`` forces one; :func:`read_truth`):
+
+* ``generic``: trackeval's own ``image_id,<finding>...`` CSV (1 / 0, blank or -1 uncertain), one row per image.
+* ``chexpert``: CheXpert's ``train.csv`` / ``valid.csv`` (``Path`` of one image per row, then ``Sex``, ``Age``,
+  ``Frontal/Lateral``, ``AP/PA`` metadata and 14 findings) or the test set's ``groundtruth.csv`` and the labeler
+  outputs (``Study`` per row). Labels are per study: ``Path`` rows are collapsed to their study (the folder of
+  the image), whose rows must agree. Values ``1.0`` / ``0.0`` / ``-1.0`` / blank (``1`` / ``0`` in
+  ``groundtruth.csv``); blank = not mentioned = negative, ``-1`` = uncertain. Groups (``Path`` files only):
+  ``sex``, ``view`` (the study's ``Frontal/Lateral`` values), ``projection`` (its ``AP/PA`` values); the cluster
+  of the bootstrap is the patient (``patientNNNNN``).
+* ``mimic-cxr``: MIMIC-CXR-JPG's ``mimic-cxr-2.0.0-chexpert.csv`` (``subject_id``, ``study_id``, 14 findings;
+  CheXpert semantics); one row per study, ``subject_id`` is the cluster.
+* ``nih``: ChestX-ray14's ``Data_Entry_2017.csv`` (``Image Index``, ``Finding Labels`` joined by ``|``, ``No
+  Finding`` for none, ``Patient ID`` = cluster, ``Patient Gender`` / ``View Position`` as groups ``sex`` /
+  ``projection``); the 14 findings are 1 where named, else 0. A ``test_list.txt`` next to it (the official test
+  split, one image name per line) restricts the truth to those images.
+* ``mura``: MURA's header-less ``*_labeled_studies.csv`` (``MURA-v1.1/valid/XR_WRIST/patient11185/
+  study1_positive/,1``): one study per row, finding ``abnormal``, group ``body_part``, cluster = patient.
+
+Predictions (told from their own file, :func:`read_scores`): a CSV keyed by ``image_id``, ``Study``, ``Path``,
+``study_id`` (MIMIC, optionally with ``dicom_id`` per image) or ``Image Index`` with one column per finding, or
+MURA's header-less ``path,probability`` rows (images or studies). Every id is matched to the truth by the
+layout's key (:attr:`Truth.key_of`: CheXpert ``patient/study``, MURA ``body part/patient/study``, MIMIC the study
+number, NIH the image file name), so per-image rows of one study are pooled (:func:`align_scores`).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from trackeval.errors import InputError
+from trackeval.io.files import decode_text, read_bytes
+from trackeval.io.layouts import Layout, choose
+from trackeval.io.tables import read_csv_rows
+from trackeval.results import key_token
+
+#: coded label values before the blank / uncertain policies: 1 positive, 0 negative
+UNCERTAIN, BLANK = -1.0, -2.0
+_CODES = {"1": 1.0, "1.0": 1.0, "0": 0.0, "0.0": 0.0, "-1": UNCERTAIN, "-1.0": UNCERTAIN, "": BLANK}
+
+CHEXPERT_METADATA = ("Sex", "Age", "Frontal/Lateral", "AP/PA")
+MIMIC_IDS = ("subject_id", "study_id")
+NIH_FINDINGS = (
+    "Atelectasis", "Cardiomegaly", "Effusion", "Infiltration", "Mass", "Nodule", "Pneumonia", "Pneumothorax",
+    "Consolidation", "Edema", "Emphysema", "Fibrosis", "Pleural_Thickening", "Hernia",
+)  # fmt: skip
+NIH_NONE = "No Finding"
+MURA_FINDING = "abnormal"
+_IMAGE_SUFFIX = re.compile(r"\.(jpe?g|png|dcm|dicom|tiff?)$", re.IGNORECASE)
+_MURA_STUDY = re.compile(r"^study\d+_(positive|negative)$")
+_MIMIC_STUDY = re.compile(r"^s?(\d+)$")
+#: id columns of prediction files, in the order they are looked for
+_SCORE_KEYS = ("image_id", "Study", "Path", "study_id", "Image Index")
+#: columns of prediction files that are neither the key nor a finding
+_SCORE_EXTRA = ("dicom_id", "subject_id", *CHEXPERT_METADATA)
+
+
+@dataclass(frozen=True)
+class Truth:
+    """One split's labels as read in ``layout``.
+
+    ``ids``: the case id of each label row (an image for generic / NIH, a study for the others); ``keys``: what
+    prediction and reader ids are matched on (``key_of`` of the id); ``codes``: ``(n_rows, n_findings)`` 1, 0,
+    :data:`UNCERTAIN` or :data:`BLANK`; ``blank``: what a blank means in this layout (``negative`` /
+    ``uncertain``); ``pool``: the layout's default pooling of per-image scores (None: one row per image, nothing
+    to pool); ``files``: the files read, in digest order.
+    """
+
+    layout: Layout
+    ids: list[str]
+    keys: list[str]
+    subjects: list[str]
+    groups: list[dict[str, str]]
+    findings: list[str]
+    codes: np.ndarray
+    blank: str
+    pool: str | None
+    files: tuple[Path, ...]
+    key_of: Callable[[str], str] = field(repr=False)
+
+
+@dataclass(frozen=True)
+class Scores:
+    """A predictions (or reader decisions) file: ``ids`` per row, ``findings`` (columns), ``values`` the raw
+    strings ``(n_rows, n_findings)``, ``lines`` each row's line in the file (1-based)."""
+
+    layout: str
+    file: Path
+    ids: list[str]
+    findings: list[str]
+    values: list[list[str]]
+    lines: list[int]
+
+
+def _parts(path_id: str) -> list[str]:
+    """The non-empty ``/``-separated components of an id, an image file name at the end left out."""
+    parts = [p for p in path_id.replace("\\", "/").split("/") if p]
+    if parts and _IMAGE_SUFFIX.search(parts[-1]):
+        parts = parts[:-1]
+    return parts
+
+
+def chexpert_key(path_id: str) -> str:
+    """``patientNNNNN/studyN`` of a CheXpert ``Path`` or ``Study`` (the release prefix, e.g.
+    ``CheXpert-v1.0-small/valid/``, and the image name left out: patients are unique across splits)."""
+    return "/".join(_parts(path_id)[-2:])
+
+
+def mura_key(path_id: str) -> str:
+    """``XR_<BODY PART>/patientNNNNN/studyN_<label>`` of a MURA study or image path."""
+    return "/".join(_parts(path_id)[-3:])
+
+
+def mimic_key(study: str) -> str:
+    """The study number of a MIMIC-CXR ``study_id`` (``50414267``), ``s50414267`` or a path through it."""
+    for part in reversed(_parts(study)):
+        m = _MIMIC_STUDY.match(part)
+        if m:
+            return m.group(1)
+    return study
+
+
+def nih_key(image: str) -> str:
+    """The image file name of a ChestX-ray14 ``Image Index`` (or a path ending in it)."""
+    return image.replace("\\", "/").rsplit("/", 1)[-1]
+
+
+def _identity(x: str) -> str:
+    return x
+
+
+def csv_records(path: Path) -> list[tuple[int, list[str]]]:
+    """``(line, stripped fields)`` of every non-blank row of a CSV without a header (MURA); a malformed file is
+    an :class:`InputError` naming the line."""
+    reader = csv.reader(io.StringIO(decode_text(read_bytes(path), file=path), newline=""), strict=True)
+    out: list[tuple[int, list[str]]] = []
+    try:
+        line = 1
+        for row in reader:
+            if any(c.strip() for c in row):
+                out.append((line, [c.strip() for c in row]))
+            line = reader.line_num + 1
+    except csv.Error as exc:
+        raise InputError(f"malformed CSV on line {reader.line_num}: {exc}", file=str(path)) from exc
+    if not out:
+        raise InputError("no data rows (the file is empty)", file=str(path))
+    return out
+
+
+def _header(path: Path) -> list[str]:
+    """The first row of a CSV (stripped fields; ``[""]`` for an empty file), for the layouts' ``matches``."""
+    text = decode_text(read_bytes(path), file=path)
+    first = next(csv.reader(io.StringIO(text.split("\n", 1)[0])), [])
+    return [h.strip() for h in first] or [""]
+
+
+def _is_mura(path: Path) -> bool:
+    first = _header(path)
+    return len(first) == 2 and bool(_MURA_STUDY.match((_parts(first[0]) or [""])[-1])) and first[1] in {"0", "1"}
+
+
+def _is_mura_scores(path: Path) -> bool:
+    """Header-less ``<path>,<number>`` whose path runs through a MURA study folder (``study1_positive``)."""
+    first = _header(path)
+    return len(first) == 2 and any(_MURA_STUDY.match(p) for p in _parts(first[0])) and not first[1].isalpha()
+
+
+GENERIC = Layout("generic", "CSV with an image_id column", lambda p: "image_id" in _header(p), generic=True)
+CHEXPERT = Layout("chexpert", "CSV whose first column is Path or Study", lambda p: _header(p)[0] in ("Path", "Study"))
+MIMIC = Layout("mimic-cxr", "CSV with subject_id and study_id columns", lambda p: set(MIMIC_IDS) <= set(_header(p)))
+NIH = Layout(
+    "nih",
+    "CSV with Image Index and Finding Labels columns",
+    lambda p: {"Image Index", "Finding Labels"} <= set(_header(p)),
+)
+MURA = Layout("mura", "header-less CSV of MURA study folders and 0/1 labels", _is_mura)
+#: the ground-truth layouts, in the order they are tried
+TRUTH_LAYOUTS = (GENERIC, CHEXPERT, MIMIC, NIH, MURA)
+#: the prediction layouts: a CSV keyed by one of :data:`_SCORE_KEYS`, or MURA's header-less rows
+SCORE_LAYOUTS = (
+    GENERIC,
+    Layout("chexpert", "CSV with a Study or Path column", lambda p: bool({"Study", "Path"} & set(_header(p)))),
+    Layout("mimic-cxr", "CSV with a study_id column", lambda p: "study_id" in _header(p)),
+    Layout("nih", "CSV with an Image Index column", lambda p: "Image Index" in _header(p)),
+    Layout("mura", "header-less CSV of MURA paths and probabilities", _is_mura_scores),
+)
+
+
+def code(value: str, *, file: Path, case: str, finding: str, line: int) -> float:
+    """The coded label of one cell (see :data:`UNCERTAIN`, :data:`BLANK`); anything else names the cell."""
+    if value in _CODES:
+        return _CODES[value]
+    raise InputError(
+        f"label {value!r} on line {line} is not 1, 0, -1 or blank",
+        file=str(file),
+        case_id=case,
+        field=finding,
+    )
+
+
+def _ids(rows: list[dict[str, str]], column: str, path: Path) -> list[str]:
+    """The ``column`` value of each row; an empty or repeated one names its lines."""
+    ids: list[str] = []
+    seen: dict[str, int] = {}
+    for line, row in enumerate(rows, start=2):
+        value = row[column]
+        if not value:
+            raise InputError(f"empty {column} on line {line}", file=str(path), field=column)
+        if value in seen:
+            raise InputError(
+                f"duplicate {column} on lines {seen[value]} and {line}", file=str(path), case_id=value, field=column
+            )
+        seen[value] = line
+        ids.append(value)
+    return ids
+
+
+def _codes(rows: list[dict[str, str]], findings: list[str], ids: list[str], path: Path) -> np.ndarray:
+    """The coded labels ``(n_rows, n_findings)`` of CSV rows (line numbers counted from the header's 1)."""
+    out = np.empty((len(rows), len(findings)))
+    for r, row in enumerate(rows):
+        for c, f in enumerate(findings):
+            out[r, c] = code(row[f], file=path, case=ids[r], finding=f, line=r + 2)
+    return out
+
+
+def _read_generic(path: Path) -> Truth:
+    rows = read_csv_rows(path, required=("image_id",))
+    findings = [c for c in rows[0] if c != "image_id"]
+    if not findings:
+        raise InputError("no finding columns besides image_id", file=str(path), field="header")
+    ids = _ids(rows, "image_id", path)
+    groups: list[dict[str, str]] = [{} for _ in ids]
+    codes = _codes(rows, findings, ids, path)
+    return Truth(GENERIC, ids, ids, ids, groups, findings, codes, "uncertain", None, (path,), _identity)
+
+
+def _token(value: str) -> str:
+    return key_token(value, fallback="") if value else ""
+
+
+def _chexpert_groups(rows: list[dict[str, str]]) -> dict[str, str]:
+    """``sex``, ``view`` and ``projection`` of the image rows of one study (``view`` / ``projection``: the
+    study's distinct ``Frontal/Lateral`` / ``AP/PA`` values, sorted, joined by ``_``: ``frontal_lateral``);
+    a column the file lacks, or a blank value, gives no group."""
+    out: dict[str, str] = {}
+    for group, column in (("sex", "Sex"), ("view", "Frontal/Lateral"), ("projection", "AP/PA")):
+        values = sorted({_token(r[column]) for r in rows if column in r} - {""})
+        if values and (group != "sex" or len(values) == 1):
+            out[group] = "_".join(values)
+    return out
+
+
+def _read_chexpert(path: Path) -> Truth:
+    """CheXpert (see the module docstring): ``Path`` rows collapse to their study, whose labels must agree."""
+    rows = read_csv_rows(path, required=())
+    column = next(iter(rows[0]))
+    findings = [c for c in rows[0] if c != column and c not in CHEXPERT_METADATA]
+    if column not in ("Path", "Study") or not findings:
+        raise InputError(f"expected a Path or Study column and finding columns; found {list(rows[0])}", file=str(path))
+    ids = _ids(rows, column, path)
+    codes = _codes(rows, findings, ids, path)
+    members: dict[str, list[int]] = {}
+    for r, i in enumerate(ids):
+        members.setdefault(chexpert_key(i), []).append(r)
+    keys, study_ids, subjects, groups = [], [], [], []
+    for key, rs in members.items():
+        for r in rs[1:]:
+            if not np.array_equal(codes[r], codes[rs[0]]):
+                raise InputError(
+                    f"the labels of study {key!r} differ between lines {rs[0] + 2} and {r + 2} (labels are per study)",
+                    file=str(path),
+                    case_id=ids[r],
+                )
+        keys.append(key)
+        study_ids.append("/".join(_parts(ids[rs[0]])))
+        subjects.append(key.split("/")[0])
+        groups.append(_chexpert_groups([rows[r] for r in rs]))
+    codes = codes[[rs[0] for rs in members.values()]]
+    return Truth(CHEXPERT, study_ids, keys, subjects, groups, findings, codes, "negative", "max", (path,), chexpert_key)
+
+
+def _read_mimic(path: Path) -> Truth:
+    rows = read_csv_rows(path, required=MIMIC_IDS)
+    findings = [c for c in rows[0] if c not in MIMIC_IDS]
+    if not findings:
+        raise InputError("no finding columns besides subject_id and study_id", file=str(path), field="header")
+    ids = _ids(rows, "study_id", path)
+    subjects = [row["subject_id"] for row in rows]
+    groups: list[dict[str, str]] = [{} for _ in ids]
+    codes = _codes(rows, findings, ids, path)
+    keys = [mimic_key(i) for i in ids]
+    return Truth(MIMIC, ids, keys, subjects, groups, findings, codes, "negative", "max", (path,), mimic_key)
+
+
+def _test_list(path: Path) -> tuple[Path | None, list[str]]:
+    """The sibling ``test_list.txt`` of a ``Data_Entry_2017.csv`` and its image names (none: ``None, []``)."""
+    listed = path.with_name("test_list.txt")
+    if not listed.is_file():
+        return None, []
+    names = [n.strip() for n in decode_text(read_bytes(listed), file=listed).splitlines() if n.strip()]
+    return listed, names
+
+
+def _nih_codes(labels: str, *, path: Path, case: str, line: int) -> list[float]:
+    """The 14 NIH findings of one ``Finding Labels`` value: 1 where named, else 0."""
+    named = {x.strip() for x in labels.split("|")}
+    unknown = sorted(named - set(NIH_FINDINGS) - {NIH_NONE})
+    if unknown:
+        raise InputError(
+            f"finding {unknown[0]!r} on line {line} is none of {[*NIH_FINDINGS, NIH_NONE]}",
+            file=str(path),
+            case_id=case,
+            field="Finding Labels",
+        )
+    return [float(f in named) for f in NIH_FINDINGS]
+
+
+def _nih_keep(path: Path, ids: list[str]) -> tuple[Path | None, list[int]]:
+    """The sibling ``test_list.txt`` (or None) and the rows of the images it lists (every row without one); a
+    listed image missing from ``Data_Entry_2017.csv`` names the list file."""
+    listed, names = _test_list(path)
+    if listed is None:
+        return None, list(range(len(ids)))
+    row_of = {nih_key(i): r for r, i in enumerate(ids)}
+    absent = [n for n in names if nih_key(n) not in row_of]
+    if absent:
+        raise InputError(
+            f"{len(absent)} listed image(s) not in {path.name}, e.g. {absent[0]!r}", file=str(listed), case_id=absent[0]
+        )
+    return listed, [row_of[nih_key(n)] for n in names]
+
+
+def _nih_groups(row: dict[str, str]) -> dict[str, str]:
+    """``sex`` (``Patient Gender``) and ``projection`` (``View Position``) of one row, blanks left out."""
+    found = {g: _token(row.get(c, "")) for g, c in (("sex", "Patient Gender"), ("projection", "View Position"))}
+    return {g: v for g, v in found.items() if v}
+
+
+def _read_nih(path: Path) -> Truth:
+    """ChestX-ray14 (see the module docstring), restricted to the sibling ``test_list.txt`` when there is one."""
+    rows = read_csv_rows(path, required=("Image Index", "Finding Labels", "Patient ID"))
+    ids = _ids(rows, "Image Index", path)
+    listed, keep = _nih_keep(path, ids)
+    codes = np.array([_nih_codes(rows[r]["Finding Labels"], path=path, case=ids[r], line=r + 2) for r in keep])
+    kept = [ids[r] for r in keep]
+    return Truth(
+        NIH,
+        kept,
+        [nih_key(i) for i in kept],
+        [rows[r]["Patient ID"] for r in keep],
+        [_nih_groups(rows[r]) for r in keep],
+        list(NIH_FINDINGS),
+        codes.reshape(len(keep), len(NIH_FINDINGS)),
+        "negative",
+        None,
+        (path,) if listed is None else (path, listed),
+        nih_key,
+    )
+
+
+def _read_mura(path: Path) -> Truth:
+    """MURA's header-less study CSV: ``<study folder>/,<0|1>`` per row."""
+    ids, codes, subjects, groups, seen = [], [], [], [], {}
+    for line, fields in csv_records(path):
+        parts = _parts(fields[0])
+        if len(fields) != 2 or len(parts) < 3 or not _MURA_STUDY.match(parts[-1]) or fields[1] not in ("0", "1"):
+            raise InputError(
+                f"line {line} is not '<MURA study folder>/,<0 or 1>': {fields}", file=str(path), field=f"line {line}"
+            )
+        key = mura_key(fields[0])
+        if key in seen:
+            raise InputError(f"study {key!r} on lines {seen[key]} and {line}", file=str(path), case_id=fields[0])
+        seen[key] = line
+        ids.append(fields[0])
+        codes.append([float(fields[1])])
+        subjects.append(parts[-2])
+        groups.append({"body_part": _token(parts[-3])})
+    keys = list(seen)
+    return Truth(
+        MURA, ids, keys, subjects, groups, [MURA_FINDING], np.array(codes), "negative", "mean", (path,), mura_key
+    )
+
+
+_READERS: dict[str, Callable[[Path], Truth]] = {
+    "generic": _read_generic,
+    "chexpert": _read_chexpert,
+    "mimic-cxr": _read_mimic,
+    "nih": _read_nih,
+    "mura": _read_mura,
+}
+
+
+def read_truth(path: Path, forced: str | None = None) -> Truth:
+    """The labels of ``path`` in its layout (``forced``: the ``--format`` name); see the module docstring."""
+    return _READERS[choose(path, TRUTH_LAYOUTS, forced).name](path)
+
+
+def read_in_layout(path: Path, layout: Layout) -> Truth:
+    """The labels of ``path`` read in ``layout`` (a reader's decisions are read in the truth's layout)."""
+    return _READERS[layout.name](path)
+
+
+def _row_ids(rows: list[dict[str, str]], key: str, path: Path) -> list[str]:
+    """The ``key`` of each prediction row; an empty one, or a repeated row (``key`` and ``dicom_id`` when the file
+    has per-image MIMIC rows), names its lines."""
+    seen: dict[tuple[str, str], int] = {}
+    for line, row in enumerate(rows, start=2):
+        if not row[key]:
+            raise InputError(f"empty {key} on line {line}", file=str(path), field=key)
+        ident = (row[key], row.get("dicom_id", ""))
+        if ident in seen:
+            raise InputError(
+                f"duplicate {key} on lines {seen[ident]} and {line}", file=str(path), case_id=row[key], field=key
+            )
+        seen[ident] = line
+    return [row[key] for row in rows]
+
+
+def _read_mura_scores(path: Path) -> Scores:
+    """MURA-style header-less ``<image or study path>,<probability>`` rows."""
+    records = csv_records(path)
+    seen: dict[str, int] = {}
+    for line, fields in records:
+        if len(fields) != 2:
+            raise InputError(f"line {line} has {len(fields)} fields, expected 'path,probability'", file=str(path))
+        if fields[0] in seen:
+            raise InputError(f"duplicate path on lines {seen[fields[0]]} and {line}", file=str(path), case_id=fields[0])
+        seen[fields[0]] = line
+    return Scores("mura", path, list(seen), [MURA_FINDING], [[f[1]] for _, f in records], list(seen.values()))
+
+
+def read_scores(path: Path, *, what: str = "predictions") -> Scores:
+    """A predictions (or reader decisions) file in one of :data:`SCORE_LAYOUTS` (told from the file)."""
+    layout = choose(path, SCORE_LAYOUTS, what=what)
+    if layout.name == "mura":
+        return _read_mura_scores(path)
+    rows = read_csv_rows(path, required=())
+    key = next(k for k in _SCORE_KEYS if k in rows[0])
+    findings = [c for c in rows[0] if c != key and c not in _SCORE_EXTRA]
+    if not findings:
+        raise InputError(f"no finding columns besides {key}", file=str(path), field="header")
+    ids = _row_ids(rows, key, path)
+    values = [[row[f] for f in findings] for row in rows]
+    return Scores(layout.name, path, ids, findings, values, list(range(2, len(rows) + 2)))
+
+
+def parse_score(value: str, *, file: Path, case: str, finding: str, line: int) -> float:
+    """A probability in [0, 1]; anything else (not a number, NaN/inf, out of range) names the cell."""
+    try:
+        x = float(value)
+    except ValueError:
+        raise InputError(
+            f"score {value!r} on line {line} is not a number", file=str(file), case_id=case, field=finding
+        ) from None
+    if not math.isfinite(x):
+        raise InputError(
+            f"score {value!r} on line {line} is NaN or infinite", file=str(file), case_id=case, field=finding
+        )
+    if not 0.0 <= x <= 1.0:
+        raise InputError(
+            f"score {x} on line {line} is not a probability in [0, 1]", file=str(file), case_id=case, field=finding
+        )
+    return x
+
+
+def _members(truth: Truth, ids: Sequence[str], file: Path, *, what: str) -> list[list[int]]:
+    """The rows of ``ids`` (a predictions or readers file) matching each truth row by key; an id matching no
+    truth row is an error, and so are several rows on a truth row that is one image (nothing to pool)."""
+    index = {k: i for i, k in enumerate(truth.keys)}
+    unit = "image" if truth.pool is None else "study"
+    out: list[list[int]] = [[] for _ in truth.ids]
+    extra = []
+    for r, raw in enumerate(ids):
+        i = index.get(truth.key_of(raw))
+        if i is None:
+            extra.append(raw)
+        else:
+            out[i].append(r)
+    if extra:
+        raise InputError(
+            f"{len(extra)} {unit}(s) {what} but not labelled, e.g. {extra[0]!r}", file=str(file), case_id=extra[0]
+        )
+    if unit == "image":
+        for i, rs in enumerate(out):
+            if len(rs) > 1:
+                raise InputError(f"image {truth.ids[i]!r} has {len(rs)} rows", file=str(file), case_id=truth.ids[i])
+    return out
+
+
+def align_scores(truth: Truth, scores: Scores, findings: Sequence[str], pool: str | None) -> np.ndarray:
+    """The scores ``(n_truth_rows, n_findings)`` of ``findings``, per truth row; the per-image rows of one
+    study pooled by ``pool`` (``max`` / ``mean``; None: the layout's default).
+
+    Raises:
+        InputError: a scored id that is no truth row, a truth row without scores, a bad score.
+    """
+    members = _members(truth, scores.ids, scores.file, what="scored")
+    unit = "image" if truth.pool is None else "study"
+    missing = [truth.ids[i] for i, rs in enumerate(members) if not rs]
+    if missing:
+        raise InputError(
+            f"{len(missing)} labelled {unit}(s) without scores, e.g. {missing[0]!r}",
+            file=str(scores.file),
+            case_id=missing[0],
+        )
+    cols = [scores.findings.index(f) for f in findings]
+    values = np.array(
+        [
+            [parse_score(row[c], file=scores.file, case=i, finding=scores.findings[c], line=line) for c in cols]
+            for i, row, line in zip(scores.ids, scores.values, scores.lines, strict=True)
+        ]
+    ).reshape(len(scores.ids), len(cols))
+    reduce = np.mean if (pool or truth.pool) == "mean" else np.max
+    return np.array([reduce(values[rs], axis=0) for rs in members]).reshape(len(members), len(cols))
+
+
+def align_decisions(truth: Truth, reader: Truth, findings: Sequence[str], file: Path) -> np.ndarray:
+    """A reader's binary decisions ``(n_truth_rows, n_findings)``: 1 / 0, NaN where the reader gave none (no row,
+    no column, blank or -1); per-image rows of one study are one decision (the reader's file was collapsed to
+    studies when read in the truth's layout)."""
+    members = _members(truth, reader.ids, file, what="read")
+    out = np.full((len(truth.ids), len(findings)), np.nan)
+    for j, f in enumerate(findings):
+        if f not in reader.findings:
+            continue
+        column = reader.codes[:, reader.findings.index(f)]
+        for i, rs in enumerate(members):
+            if rs and column[rs[0]] in (0.0, 1.0):
+                out[i, j] = column[rs[0]]
+    return out
+
+
+def _check_chosen(chosen: Sequence[str], truth: Truth, scores: Scores) -> None:
+    """Every ``xray.cls.findings`` entry is a column of the truth and of the predictions."""
+    for names, file in ((truth.findings, truth.files[0]), (scores.findings, scores.file)):
+        absent = [f for f in chosen if f not in names]
+        if absent:
+            raise InputError(f"xray.cls.findings {absent} not in the columns {names}", file=str(file), field=absent[0])
+
+
+def evaluated_findings(truth: Truth, scores: Scores, chosen: Sequence[str]) -> tuple[list[str], list[str]]:
+    """The findings to evaluate, in the truth's order, and the warnings.
+
+    ``chosen`` (``xray.cls.findings``) non-empty: those, each in the truth and in the predictions. Else the
+    findings of both; a truth finding without predictions is named in a warning (the generic layout keeps its
+    strict rule: the predictions have exactly the truth's columns). A prediction column that is no truth finding
+    is an error either way (a misspelt column must not pass silently).
+    """
+    scores_file = str(scores.file)
+    unknown = [c for c in scores.findings if c not in truth.findings]
+    if unknown:
+        raise InputError(
+            f"unknown finding column(s) {unknown}; labels have {truth.findings}", file=scores_file, field=unknown[0]
+        )
+    if chosen:
+        _check_chosen(chosen, truth, scores)
+        return [f for f in truth.findings if f in chosen], []
+    absent = [f for f in truth.findings if f not in scores.findings]
+    if absent and truth.layout.generic:
+        raise InputError(f"finding column(s) {absent} missing", file=scores_file, field=absent[0])
+    notes = []
+    if absent:
+        notes.append(
+            f"xray/cls: {len(absent)} truth finding(s) without predictions, not evaluated: {absent} "
+            "(set xray.cls.findings to choose the findings)"
+        )
+    return [f for f in truth.findings if f in scores.findings], notes
+
+
+def labels_of(codes: np.ndarray, blank: str, uncertain: str) -> tuple[np.ndarray, int]:
+    """Labels 1 / 0 / NaN from coded labels and the number of uncertain entries: ``blank`` ``negative`` makes a
+    blank 0, ``uncertain`` makes it uncertain; an uncertain entry follows ``uncertain`` (``ignore``: NaN,
+    ``zeros``: 0, ``ones``: 1)."""
+    is_uncertain = (codes == UNCERTAIN) | ((codes == BLANK) & (blank == "uncertain"))
+    fill = {"ignore": math.nan, "zeros": 0.0, "ones": 1.0}[uncertain]
+    labels = np.where(codes == BLANK, 0.0, codes)
+    return np.where(is_uncertain, fill, labels), int(is_uncertain.sum())
