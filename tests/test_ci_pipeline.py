@@ -65,6 +65,7 @@ def test_workflow_setup_data_and_repro(workflow):
     assert "dvc pull" in data["run"] and "trackeval data fetch --out data" in data["run"]
     assert "dvc add" in data["run"] and "data.dvc" in data["run"]
     (verdict,) = _run_steps(workflow, "trackeval pipeline verdict")
+    assert verdict["run"].strip() == "trackeval pipeline verdict --expect fail"  # the demo's v2 fails by design
     (verify,) = _run_steps(workflow, "trackeval verify")
     assert "--model seg --config params.yaml" in verify["run"]
     steps = _steps(workflow)
@@ -87,7 +88,8 @@ def test_workflow_summary_gate_and_artifact(workflow):
         '--summary "$GITHUB_STEP_SUMMARY"',
     ):
         assert arg in gate["run"]
-    assert gate.get("continue-on-error") is not True  # the gate's exit code fails the job
+    # the expected fail (exit 1) is asserted by `pipeline verdict --expect fail`; an error (exit 2) fails the job
+    assert gate["run"].endswith("|| test $? -eq 1") and gate.get("shell") == "bash"
     assert not any(s.get("continue-on-error") is True for s in steps)
     (upload,) = [s for s in steps if s.get("uses", "").startswith("actions/upload-artifact@")]
     assert upload["uses"] == "actions/upload-artifact@v4"

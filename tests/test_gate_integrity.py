@@ -416,9 +416,11 @@ def test_pipeline_verdict_runs_verify(store, versions, tmp_path, capsys):  # noq
     )
     (tmp_path / "work" / "gate").mkdir(parents=True)
     (tmp_path / "work" / "gate" / "verdict.json").write_text('{"champion": "champion"}\n', encoding="utf-8")
-    verdict = ["pipeline", "verdict", "--params", str(params), "--work", str(tmp_path / "work")]
+    verdict = ["pipeline", "verdict", "--params", str(params), "--work", str(tmp_path / "work"), "--expect", "fail"]
     capsys.readouterr()
-    assert main(verdict) == 0
+    assert main(verdict[:-2]) == 1  # the candidate (the last version) failed the gate: exit 1, and why
+    assert "candidate seg/organ_regress: gate verdict fail, expected pass" in capsys.readouterr().err
+    assert main(verdict) == 0  # as expected
     assert "seg@champion (registry): champion" in capsys.readouterr().out
     client.set_registered_model_alias("seg", "previous", "2")  # by hand
     assert main(verdict) == 1

@@ -226,7 +226,9 @@ def _check_registry_follows_a_revert(repo: Path) -> None:
     assert _ran(_run(repo, DVC, "repro").stdout) == ALWAYS
     assert _registry_state(repo) == before
     assert json.loads((repo / "work" / "gate" / "verdict.json").read_text())["champion"] == before[0] == "v1"
-    shown = _run(repo, str(BIN / "trackeval"), "pipeline", "verdict").stdout
+    failing = _run(repo, str(BIN / "trackeval"), "pipeline", "verdict", check=False)
+    assert failing.returncode == 1 and f"candidate {MODEL}/v2: gate verdict fail, expected pass" in failing.stderr
+    shown = _run(repo, str(BIN / "trackeval"), "pipeline", "verdict", "--expect", "fail").stdout
     assert f"{MODEL}@champion (registry): v1" in shown and f"gate verdict for {MODEL}/v2 (registry): FAIL" in shown
 
 

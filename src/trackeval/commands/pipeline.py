@@ -39,18 +39,36 @@ def run_fetch(args: argparse.Namespace) -> int:
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
-    """Add ``trackeval pipeline <stage>``."""
+    """Add ``trackeval pipeline <stage>`` and ``trackeval init``."""
+    ini = sub.add_parser(
+        "init",
+        help="add trackeval's evaluate/track/gate stages to this repository's DVC pipeline (docs/own-pipeline.md)",
+    )
+    ini.add_argument("--unit", action="append", default=[], help="benchmark unit to evaluate (repeatable; default umd)")
+    ini.add_argument("--model", help="registered MLflow model name (default: the repository folder's name)")
+    ini.add_argument("--versions", nargs="+", default=["v1", "v2"], help="version names, oldest first (default v1 v2)")
+    ini.add_argument("--root", type=Path, default=Path("."), help="the repository (default: the current folder)")
+    ini.add_argument("--force", action="store_true", help="replace trackeval's stages, pipeline section and workflow")
     pipe = sub.add_parser("pipeline", help="the DVC pipeline's stages (see dvc.yaml; run them with `dvc repro`)")
     stages = pipe.add_subparsers(dest="stage", required=True)
     for stage in (*STAGES, VERDICT):
-        helps = {VERDICT: "print the gate verdicts and @champion as the MLflow registry holds them (exit 1 when "
-                 "work/gate/verdict.json disagrees or an alias fails `trackeval verify`)"}  # fmt: skip
+        helps = {VERDICT: "print the gate verdicts and @champion as the MLflow registry holds them (exit 1 when the "
+                 "candidate, the last of pipeline.versions, failed the gate, when work/gate/verdict.json disagrees "
+                 "or an alias fails `trackeval verify`)"}  # fmt: skip
         p = stages.add_parser(stage, help=helps.get(stage, f"the {stage} stage"))
         p.add_argument("--params", type=Path, default=Path("params.yaml"), help="params.yaml (default)")
         p.add_argument("--data", type=Path, default=Path("data"), help="raw data folder (default: data)")
         p.add_argument("--work", type=Path, default=Path("work"), help="stage outputs folder (default: work)")
         if stage in ("train", "predict", "evaluate"):
             p.add_argument("--version", required=True, help="model version (a key of pipeline.versions)")
+        if stage == VERDICT:
+            p.add_argument(
+                "--expect",
+                choices=("pass", "fail"),
+                default="pass",
+                help="the candidate's expected verdict: exit 0 only when the registry holds it (default: pass; the "
+                "demo's CI job expects fail, its v2 being rejected by design)",
+            )
         if stage == "evaluate":
             p.add_argument(
                 "--benchmark", required=True, help="an evaluation of params.yaml's pipeline.evaluations (e.g. umd)"
@@ -81,13 +99,14 @@ def run_pipeline(args: argparse.Namespace) -> int:
     elif args.stage == "gate":
         stages.gate(layout, load_config(args.params), params)
     else:
-        return _verdict(layout, load_config(args.params), params)
+        return _verdict(layout, load_config(args.params), params, args.expect)
     return 0
 
 
-def _verdict(layout: Layout, cfg: EvalConfig, params: PipelineParams) -> int:
-    """Print the registry's view; 1 when ``verdict.json`` says otherwise (the pipeline and registry disagree) or
-    an alias does not rest on evidence that passed the gate (``trackeval verify``, one line per problem)."""
+def _verdict(layout: Layout, cfg: EvalConfig, params: PipelineParams, expect: str) -> int:
+    """Print the registry's view; 1 when the candidate's verdict (the last of ``pipeline.versions``) is not
+    ``expect``, when ``verdict.json`` says otherwise (the pipeline and registry disagree) or an alias does not
+    rest on evidence that passed the gate (``trackeval verify``, one line per problem)."""
     import json
 
     from trackeval.pipeline import stages
@@ -122,7 +141,30 @@ def _verdict(layout: Layout, cfg: EvalConfig, params: PipelineParams) -> int:
             file=sys.stderr,
         )
         return 1
+    return _expected(name, verdicts, expect)
+
+
+def _expected(name: str, verdicts: dict[str, tuple[str, str]], expect: str) -> int:
+    """0 when the candidate (the last version) has the ``expect``-ed verdict in the registry, else 1 and why."""
+    if not verdicts:
+        print("pipeline.versions is empty: no candidate to check", file=sys.stderr)
+        return 1
+    candidate, (verdict, _) = list(verdicts.items())[-1]
+    if verdict == expect:
+        return 0
+    print(f"candidate {name}/{candidate}: gate verdict {verdict}, expected {expect}", file=sys.stderr)
+    return 1
+
+
+def run_init(args: argparse.Namespace) -> int:
+    from trackeval.pipeline.init import init, plan
+
+    model = args.model or re.sub(r"[^A-Za-z0-9_.-]+", "-", args.root.resolve().name).strip("-") or "model"
+    for line in init(args.root, plan(args.unit or ["umd"], model, args.versions), force=args.force):
+        print(line)
+    print("next: edit the inputs under pipeline.evaluations in params.yaml, then `dvc repro` and "
+          "`trackeval pipeline verdict`")  # fmt: skip
     return 0
 
 
-COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {"pipeline": run_pipeline}
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {"pipeline": run_pipeline, "init": run_init}

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import yaml
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, field_validator
 
 from trackeval.config.base import Section
 from trackeval.config.loader import load_yaml
@@ -64,8 +64,9 @@ class VersionSpec(Section):
 class Evaluation(Section):
     """One evaluation of the pipeline: a benchmark unit and its inputs.
 
-    Input values are paths with placeholders filled in per version: ``{data}`` (the raw data folder),
-    ``{prepared}`` (the prepare stage's output) and ``{predictions}`` (this version's predictions folder).
+    Input values are paths with placeholders filled in per version: ``{version}`` (the version's name, for a
+    repository's own layout such as ``predictions/{version}/umd``) and, in the demo's layout, ``{data}`` (the raw
+    data folder), ``{prepared}`` (the prepare stage's output) and ``{predictions}`` (``work/predictions/<version>``).
     """
 
     unit: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]*(/[a-z][a-z0-9_]*)?$")]
@@ -74,13 +75,25 @@ class Evaluation(Section):
 
 class PipelineParams(Section):
     """The whole ``pipeline`` section. ``evaluations``: ``{eval folder name: unit + inputs}`` (the folder
-    ``work/eval/<name>/<version>``; dvc.yaml's evaluate matrix lists the same names)."""
+    ``work/eval/<name>/<version>``; dvc.yaml's evaluate matrix lists the same names). ``versions``: oldest first
+    (the gate's order); a list of names (``[v1, v2]``, a repository's own models) or the demo's
+    ``{name: spec}``."""
 
     model_name: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]+$")] = "seg"
     umd: UMDDemo = UMDDemo()
     xray: XRayDemo = XRayDemo()
     versions: dict[str, VersionSpec] = Field(default_factory=lambda: {"v1": VersionSpec(), "v2": VersionSpec()})
     evaluations: dict[str, Evaluation] = Field(default_factory=dict)
+
+    @field_validator("versions", mode="before")
+    @classmethod
+    def _version_list(cls, v: object) -> object:
+        """``[v1, v2]`` means ``{v1: {}, v2: {}}`` (versions that only name a repository's own models)."""
+        if isinstance(v, list) and all(isinstance(x, str) for x in v):
+            if len(set(v)) != len(v):
+                raise ValueError("a version is listed twice")
+            return {x: {} for x in v}
+        return v
 
     def version(self, name: str) -> VersionSpec:
         """The spec of version ``name``; a :class:`ConfigError` names the known versions otherwise."""
