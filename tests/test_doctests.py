@@ -29,6 +29,7 @@ DOCTEST_MODULES = [
     "trackeval.api",
     "trackeval.loop",
     "trackeval.benchmarks.xray_tasks.report_layouts",
+    "trackeval.tracking.views",
     "trackeval.io.results_folder",
     "trackeval.io.escape",
 ]

@@ -25,6 +25,7 @@ from trackeval.tracking.evidence import run_evidence
 from trackeval.tracking.lineage import flatten
 from trackeval.tracking.registry import eval_runs
 from trackeval.tracking.tags import KIND_GATE, PROMOTED_TAG, TAG
+from trackeval.tracking.views import log_comparison_tables
 
 
 def decision_key(decision: Decision, cand_mv: Any, champ_mv: Any | None) -> str:
@@ -67,6 +68,7 @@ def record_decision(ml: Mlflow, decision: Decision, cand_mv: Any, champ_mv: Any 
             params=[Param(k, v[:6000]) for k, v in params.items()],
         )
         _log_decision_artifacts(ml, run_id, decision)
+        log_comparison_tables(ml, run_id, decision, cand_mv)
     return run_id
 
 

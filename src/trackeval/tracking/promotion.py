@@ -22,6 +22,7 @@ from trackeval.tracking.decision_runs import mark_promoted, record_decision
 from trackeval.tracking.evidence import version_evaluations
 from trackeval.tracking.registry import registered_aliases, registered_version_name, resolve_version, set_alias
 from trackeval.tracking.tags import PROMOTED_TAG, TAG
+from trackeval.tracking.views import describe_version
 
 log = logger(__name__)
 
@@ -57,6 +58,7 @@ def judge(
     for tag, value in (("gate.verdict", decision.verdict), ("gate.decision_run", run_id), ("gate.reason", reason)):
         if cand_mv.tags.get(TAG + tag) != value:
             ml.call("set_model_version_tag", ml.client.set_model_version_tag, name, cand_mv.version, TAG + tag, value)
+    describe_version(ml, name, cand_mv, {unit: p.key for unit, p in policies.items()}, (decision, run_id))
     return decision, run_id
 
 

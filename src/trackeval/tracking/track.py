@@ -67,8 +67,9 @@ from trackeval.results import BenchmarkResult, headline_metrics
 from trackeval.tracking.client import Mlflow, TrackingError, check_model_ref, quote, store_lock, tracking_uri
 from trackeval.tracking.lineage import dvc_data_digest, flatten, git_commit, idempotency_key
 from trackeval.tracking.logged_models import logged_model
-from trackeval.tracking.registry import link_version
+from trackeval.tracking.registry import find_version, link_version
 from trackeval.tracking.tags import EVAL_RUN_TAG, KIND_BENCHMARK, KIND_PARENT, RESULTS_DIGEST_TAG, TAG
+from trackeval.tracking.views import declared_primary, describe_version
 
 log = logger(__name__)
 
@@ -509,6 +510,7 @@ def track_results(
             for (name, version), items in by_model.items():
                 before = _check_repoint(ml, name, version, items, replace)
                 tracked = _track_version(ml, name, version, items, lineage)
+                describe_version(ml, name, find_version(ml, name, version), declared_primary())
                 withdrawn = tuple(_withdraw(ml, name, version, before)) if before is not None else ()
                 out += [dataclasses.replace(t, aliases=withdrawn) for t in tracked]
     except TrackingError as exc:

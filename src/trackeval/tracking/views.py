@@ -1,0 +1,165 @@
+"""What people read in the MLflow UI: a registered version's description and the paired-comparison tables.
+
+- The registered version's **description** (Markdown, shown on its page in the Models tab): the team's version
+  name, each unit's gated headline with its 95% CI (``umd/dsc 0.9300 [0.9100, 0.9500]``, n) read from the
+  evaluation runs the version points at, and the last gate decision (verdict, baseline, a link to the decision
+  run). The short tag ``version`` (``v2``) sits beside ``trackeval.model_version``, so the registry's tag column
+  shows the name untruncated.
+- The **comparison table** (``mlflow.log_table``: one row per unit x group, with champion, candidate, delta, CI
+  and n) on the decision run (``comparison.json``) and on the candidate's parent run
+  (``gate/comparison_vs_<champion>.json``), which the run's artifact view renders as a table.
+
+Numbers shown to people are rounded to 4 significant digits (:func:`shown`); metrics keep full precision. This
+module formats what the results and decisions hold; it computes no metric.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from trackeval.gate.decide import Decision
+from trackeval.io.escape import escape_markdown
+from trackeval.results import BenchmarkResult
+from trackeval.tracking.client import Mlflow
+from trackeval.tracking.registry import registered_version_name
+from trackeval.tracking.tags import TAG
+
+#: the short model-version tag holding the team's version name (``v2``)
+SHORT_VERSION_TAG = "version"
+DECISION_TABLE = "comparison.json"
+#: the columns of a comparison table, in order
+COLUMNS = ("unit", "dimension", "group", "champion", "candidate", "delta", "ci95_low", "ci95_high", "n", "metric")
+#: the most comparison rows a description lists (the decision run's table has them all)
+DESCRIPTION_ROWS = 40
+#: the longest description a store keeps (MLflow's SQL stores: 5000 characters)
+MAX_DESCRIPTION = 5000
+
+
+def shown(x: float | None) -> str:
+    """``x`` for people: 4 significant digits (``0.9300``-style fixed for magnitudes in [1e-3, 1e4)); ``-`` for
+    None or NaN.
+
+    >>> shown(0.7165255946287141), shown(12.3456), shown(None), shown(0.0)
+    ('0.7165', '12.35', '-', '0.000')
+    """
+    if x is None or math.isnan(x):
+        return "-"
+    if x == 0 or 1e-3 <= abs(x) < 1e4:
+        digits = 3 if x == 0 else max(0, 3 - math.floor(math.log10(abs(x))))
+        return f"{x:.{digits}f}"
+    return f"{x:.3e}"
+
+
+def comparison_table(decision: Decision) -> dict[str, list[Any]]:
+    """The decision's paired rows as table columns (:data:`COLUMNS`); numbers as shown (4 significant
+    digits), the headline row's dimension and group ``(overall)``."""
+    table: dict[str, list[Any]] = {c: [] for c in COLUMNS}
+    for comp in decision.comparisons:
+        for row in comp.rows:
+            values = (comp.unit, row.dimension or "(overall)", row.group or "(overall)", shown(row.baseline),
+                      shown(row.candidate), shown(row.delta), shown(row.ci95_low), shown(row.ci95_high),
+                      row.n_pairs, row.key)  # fmt: skip
+            for column, value in zip(COLUMNS, values, strict=True):
+                table[column].append(value)
+    return table
+
+
+def log_comparison_tables(ml: Mlflow, decision_run: str, decision: Decision, cand_mv: Any) -> None:
+    """The comparison table on the decision run and on the candidate's parent run (nothing without a
+    comparison: a first version held to the floors)."""
+    if not any(comp.rows for comp in decision.comparisons):
+        return
+    table = comparison_table(decision)
+    ml.call("log_table", ml.client.log_table, decision_run, table, DECISION_TABLE)
+    if getattr(cand_mv, "run_id", None):
+        vs = "".join(c if c.isalnum() or c in "._-" else "_" for c in decision.champion or "none")
+        ml.call("log_table", ml.client.log_table, cand_mv.run_id, table, f"gate/comparison_vs_{vs}.json")
+
+
+def _headline_lines(results: Mapping[str, BenchmarkResult], primary: Mapping[str, str]) -> list[str]:
+    lines = ["| unit | metric | value [95% CI] | n |", "| --- | --- | --- | --- |"]
+    for unit_name, result in sorted(results.items()):
+        key = primary.get(unit_name, "")
+        s = result.aggregates.get(key)
+        value = "missing" if s is None else f"{shown(s.value)} [{shown(s.ci95_low)}, {shown(s.ci95_high)}]"
+        n = "" if s is None else str(s.n_valid)
+        lines.append(f"| {escape_markdown(unit_name)} | {escape_markdown(key)} | {value} | {n} |")
+    return lines
+
+
+def _comparison_lines(decision: Decision) -> list[str]:
+    """The decision's paired rows as a Markdown table (at most :data:`DESCRIPTION_ROWS`, then how many more)."""
+    table = comparison_table(decision)
+    n = len(table["unit"])
+    if not n:
+        return []
+    champion = escape_markdown(decision.champion or "")
+    header = "| unit | group | champion | candidate | delta [95% CI] | n |"
+    lines = ["", f"Paired against {champion} (candidate - champion, 95% CI):", "", header, "|---" * 6 + "|"]
+    for i in range(min(n, DESCRIPTION_ROWS)):
+        dim, group = table["dimension"][i], table["group"][i]
+        group = group if dim == "(overall)" else f"{dim}={group}"
+        sign = "+" if table["delta"][i][0].isdigit() else ""
+        delta = f"{sign}{table['delta'][i]} [{table['ci95_low'][i]}, {table['ci95_high'][i]}]"
+        names = " | ".join(escape_markdown(c) for c in (table["unit"][i], group))  # user data; numbers are ours
+        lines.append(f"| {names} | {table['champion'][i]} | {table['candidate'][i]} | {delta} | {table['n'][i]} |")
+    if n > DESCRIPTION_ROWS:
+        lines.append(f"({n - DESCRIPTION_ROWS} more rows in the decision run's {DECISION_TABLE})")
+    return lines
+
+
+def version_description(
+    model: str,
+    mv: Any,
+    results: Mapping[str, BenchmarkResult],
+    primary: Mapping[str, str],
+    decision: Decision | None = None,
+    decision_link: str = "",
+) -> str:
+    """The Markdown description of registered version ``mv`` (module docstring). ``primary``: ``{unit: gated
+    headline key}``; ``decision``: its last gate decision (its verdict, reasons and paired rows are listed) and
+    ``decision_link`` the UI link of that decision's run."""
+    label = registered_version_name(mv)
+    lines = [f"**{escape_markdown(label)}**: version {mv.version} of `{escape_markdown(model)}` (trackeval)", ""]
+    lines += _headline_lines(results, primary) if results else ["no evaluation tracked yet"]
+    if decision is not None:
+        reasons = escape_markdown("; ".join(decision.reasons) or "all checks passed")
+        lines += ["", f"Gate: **{decision.verdict.upper()}** ({reasons})"]
+        if decision_link:
+            lines.append(f"[decision run]({decision_link})")
+        lines += _comparison_lines(decision)
+    return "\n".join(lines) + "\n"
+
+
+def declared_primary() -> dict[str, str]:
+    """``{unit: headline key}`` of the registered units' declared primary metrics (``umd`` -> ``umd/dsc``): what a
+    version's description shows before a gate decision names the gate's own (``gate.primary_metrics``)."""
+    from trackeval.registry import units
+
+    return {name: f"{name}/{spec.primary.metric}" for name, spec in units().items()}
+
+
+def describe_version(
+    ml: Mlflow, name: str, mv: Any, primary: Mapping[str, str], decision: tuple[Decision, str] | None = None
+) -> None:
+    """Set ``mv``'s description and short ``version`` tag from the evaluations it points at and ``decision``
+    (its last gate decision and that decision's run id), only what changed. ``primary``: ``{unit: headline
+    key}`` shown per unit. Without ``decision``, a version already gated keeps its description (the gate writes
+    it, ``track`` only before the first decision)."""
+    from trackeval.tracking.evidence import version_results
+
+    mv = ml.call("get_model_version", ml.client.get_model_version, name, mv.version)  # fresh tags
+    if decision is None and mv.tags.get(TAG + "gate.decision_run"):
+        return
+    results = version_results(ml, mv)
+    link = f"#/experiments/{ml.experiment_id()}/runs/{decision[1]}" if decision else ""
+    text = version_description(name, mv, results, primary, decision[0] if decision else None, link)
+    if len(text) > MAX_DESCRIPTION:
+        text = text[: MAX_DESCRIPTION - 60].rsplit("\n", 1)[0] + f"\n\n(cut; the full table: {DECISION_TABLE})\n"
+    if (mv.description or "") != text:
+        ml.call("update_model_version", ml.client.update_model_version, name, mv.version, description=text)
+    label = registered_version_name(mv)
+    if mv.tags.get(SHORT_VERSION_TAG) != label:
+        ml.call("set_model_version_tag", ml.client.set_model_version_tag, name, mv.version, SHORT_VERSION_TAG, label)
