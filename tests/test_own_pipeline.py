@@ -86,7 +86,7 @@ def test_init_repro_twice_then_a_failing_candidate(tmp_path: Path) -> None:
     trackeval, dvc = str(BIN / "trackeval"), str(BIN / "dvc")
     shown = _run(repo, trackeval, "init", "--model", "myseg").stdout
     assert "params.yaml: sections pipeline, bootstrap, tracking, gate, umd (kept yours: mymodel)" in shown
-    assert "dvc.yaml: stages trackeval_evaluate_umd, trackeval_track, trackeval_gate" in shown
+    assert "dvc.yaml: stages trackeval_evaluate_umd, trackeval_track, trackeval_gate; plots trackeval_umd" in shown
     params = yaml.safe_load((repo / "params.yaml").read_text(encoding="utf-8"))
     assert params["mymodel"] == {"v2_quality": "good"} and params["pipeline"]["versions"] == ["v1", "v2"]
     assert "# my pipeline" in (repo / "dvc.yaml").read_text(encoding="utf-8")  # the user's file, comments kept

@@ -13,6 +13,8 @@ Writes, in the repository root (``--root``, default the current folder), only wh
 - ``.gitignore``: the local MLflow store, its lock, the case cache and the gate's machine-local verdict.
 - ``.github/workflows/trackeval.yml``: ``dvc repro`` then ``trackeval pipeline verdict`` (the job fails, at the
   step that prints why, when the candidate does not pass the gate).
+- ``.dvc/plots/trackeval_*.json``: Vega-Lite templates that keep the CIs (whiskers on bars, bands on lines, the
+  readers' points on the ROC), and one ``plots:`` entry per evaluation in dvc.yaml using them.
 
 Nothing is overwritten without ``--force``; :func:`init` returns one line per file saying what it did.
 """
@@ -33,6 +35,15 @@ from trackeval.io.atomic import atomic_path
 #: the trackeval stages' names in dvc.yaml (``trackeval_evaluate_<evaluation>`` besides these two)
 TRACK_STAGE, GATE_STAGE = "trackeval_track", "trackeval_gate"
 WORKFLOW = Path(".github") / "workflows" / "trackeval.yml"
+#: trackeval's Vega-Lite templates for DVC plots (whiskers and bands from the plot CSVs' ci95_low/ci95_high),
+#: copied into the repository's ``.dvc/plots/`` (DVC's template folder) and used by name
+TEMPLATES = Path(__file__).with_name("plot_templates")
+#: per kind of a unit's first declared plot (its ``plot.csv``): the template and the fields DVC calls x and y
+PLOT_TEMPLATES = {
+    "bar": ("trackeval_bars_ci", "value", "{dimension}"),
+    "line": ("trackeval_line_ci", "{dimension}", "value"),
+    "roc": ("trackeval_roc_readers", "fpr", "tpr"),
+}
 IGNORED = (".trackeval-cache/", "mlflow.db", "mlflow.db.trackeval.lock", "mlartifacts/", "work/gate/")
 #: the config sections every trackeval stage reads besides the units' own
 SHARED_SECTIONS = ("bootstrap", "tracking", "gate")
@@ -152,9 +163,46 @@ def _dvc_yaml(root: Path, p: Plan, force: bool) -> _Edit:
         raise ConfigError(f"{path.name} already has stage(s) {clash}: run `trackeval init --force` to replace them")
     for name, stage in ours.items():
         stages[name] = stage
+    plots = _plots(p)
+    names = [n for d in plots for n in d]
+    theirs = [x for x in tree.get("plots") or [] if not (isinstance(x, dict) and set(x) & set(names))]
+    tree["plots"] = [*theirs, *plots]  # the repository's own plots stay, trackeval's are replaced
     buf = io.StringIO()
     rt.dump(tree, buf)
-    return path, buf.getvalue(), f"{path.name}: stages {', '.join(ours)}"
+    return (
+        path,
+        buf.getvalue(),
+        f"{path.name}: stages {', '.join(ours)}" + (f"; plots {', '.join(names)}" if names else ""),
+    )
+
+
+def _plots(p: Plan) -> list[dict[str, Any]]:
+    """One DVC plot per evaluation whose first declared plot has a trackeval template: every version's
+    ``plot.csv`` on one chart, with its CIs (:data:`PLOT_TEMPLATES`)."""
+    from trackeval.registry import unit
+
+    out = []
+    for evaluation, unit_name in p.evaluations.items():
+        plots = unit(unit_name).plots
+        if not plots or plots[0].kind not in PLOT_TEMPLATES:
+            continue
+        template, x, y = (f.format(dimension=plots[0].dimension) for f in PLOT_TEMPLATES[plots[0].kind])
+        files = {f"work/eval/{evaluation}/{v}/plot.csv": y for v in p.versions}
+        out.append({f"trackeval_{evaluation}": {"template": template, "x": x, "y": files}})
+    return out
+
+
+def _templates(root: Path, force: bool) -> list[_Edit]:
+    """trackeval's plot templates in ``.dvc/plots/`` (an existing one that differs is kept without ``force``)."""
+    out = []
+    for src in sorted(TEMPLATES.glob("*.json")):
+        path = root / ".dvc" / "plots" / src.name
+        text = src.read_text(encoding="utf-8")
+        if path.exists() and path.read_text(encoding="utf-8") != text and not force:
+            out.append((path, path.read_text(encoding="utf-8"), f".dvc/plots/{src.name}: differs, kept (--force)"))
+        else:
+            out.append((path, text, f".dvc/plots/{src.name}: written"))
+    return out
 
 
 def _default_sections(p: Plan) -> dict[str, Any]:
@@ -252,6 +300,7 @@ def init(root: Path, p: Plan, *, force: bool = False) -> list[str]:
     if not (root / ".git").exists():
         raise ConfigError(f"{root.resolve().name or root}: not a git repository (run `git init` and `dvc init` first)")
     edits = [_params_yaml(root, p, force), _dvc_yaml(root, p, force), _gitignore(root), _workflow(root, p, force)]
+    edits += _templates(root, force)
     for path, text, _ in edits:  # every check passed: now write
         if not path.exists() or path.read_text(encoding="utf-8") != text:
             _write(path, text)

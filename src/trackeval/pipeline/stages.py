@@ -27,6 +27,8 @@ PLOTS_DIR = "plots"
 #: the DVC metrics file of an evaluation: headline keys + CIs (tens, not the ~1,000 keys of metrics.json), so
 #: `dvc metrics show/diff` and `dvc exp show` stay readable
 HEADLINE_JSON = "headline.json"
+#: the human readers' ROC points of an evaluation with ``--readers`` (``plots/``; none without readers)
+READERS_CSV = "readers_roc.csv"
 
 
 @dataclass(frozen=True)
@@ -125,8 +127,9 @@ def plot_file_name(plot: PlotSpec) -> str:
 def write_plots(out: Path, result: BenchmarkResult) -> None:
     """The DVC plots of an evaluation folder ``out``: the first declared plot as ``plot.csv`` and every declared
     plot in ``plots/`` (rows computed once each). In ``plots/``, curves pooled over items (PR, reliability) keep
-    only the pooled curve, one line per file and version."""
-    from trackeval.plotdata import POOLED, plot_rows
+    only the pooled curve, one line per file and version; a result with human readers adds their ROC points
+    (:data:`READERS_CSV`)."""
+    from trackeval.plotdata import POOLED, plot_rows, reader_point_rows
 
     folder = out / PLOTS_DIR
     folder.mkdir(parents=True, exist_ok=True)
@@ -139,6 +142,8 @@ def write_plots(out: Path, result: BenchmarkResult) -> None:
         if plot.kind in ("pr", "reliability"):
             rows = [{k: v for k, v in r.items() if k != plot.dimension} for r in rows if r[plot.dimension] == POOLED]
         write_plot(folder / plot_file_name(plot), rows)
+        if plot.kind == "roc" and (readers := reader_point_rows(result, plot.dimension)):
+            write_plot(folder / READERS_CSV, readers)  # the readers' points for trackeval_roc_readers
 
 
 def write_headline(path: Path, result: BenchmarkResult) -> None:
