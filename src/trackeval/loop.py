@@ -15,6 +15,33 @@ parent run) and the headline metrics with their CIs (``umd/dsc``, ``umd/dsc/ci95
 breakdowns, which stay on the evaluation runs), and the trackeval parent run gets ``trackeval.source_run``. Both
 live in the active run's store: ``mlflow.set_tracking_uri`` sets ``MLFLOW_TRACKING_URI``, which trackeval reads
 before ``tracking.uri``.
+
+The round trip on a throw-away MLflow store, with the bundled UMD example scored as two versions (v2 makes the
+same predictions as v1, so it is not worse)::
+
+    >>> import tempfile, pathlib, trackeval
+    >>> from trackeval.demo.umd_example import example_dirs
+    >>> store = pathlib.Path(tempfile.mkdtemp())
+    >>> cfg = trackeval.load_config(None, ["engine.executor=local", "engine.cache=false",
+    ...     f"tracking.uri=sqlite:///{store / 'mlflow.db'}", f"tracking.artifact_location={store / 'artifacts'}",
+    ...     f"tracking.dvc_root={store}"])
+    >>> gt, pred = example_dirs()
+    >>> for version in ("v1", "v2"):
+    ...     result = trackeval.evaluate("umd", {"ground_truth": gt, "predictions": pred}, cfg,
+    ...                                 {"name": "example", "version": version})
+    ...     _ = trackeval.write_results(result, store / version)
+    ...     (tracked,) = trackeval.track(store / version, config=cfg)
+    >>> tracked.model, tracked.logged
+    ('example/v2', True)
+    >>> trackeval.promote("example", "v1", config=cfg).verdict  # the first version: held to the floor
+    'pass'
+    >>> (comparison,) = trackeval.compare("example/v2", "example@champion", config=cfg)
+    >>> comparison.rows[0].delta
+    0.0
+    >>> trackeval.promote("example", "v2", config=cfg).verdict  # no worse than v1 on any organ
+    'pass'
+    >>> [(s.alias, s.label, s.problem) for s in trackeval.verify("example", config=cfg)]
+    [('champion', 'v2', None), ('previous', 'v1', None)]
 """
 
 from __future__ import annotations
