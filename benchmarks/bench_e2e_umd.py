@@ -352,6 +352,46 @@ def _line(name: str, t: Timing, n_cases: int, ref: Timing | None = None) -> str:
     )
 
 
+def inflate_floor(gt: Path, pred: Path) -> dict[str, float]:
+    """The physical floor of a case: CPU seconds to inflate its two ``.nii.gz`` files (truth and prediction), per
+    case, with zlib (the reference of the targets) and with ISA-L (what trackeval reads with), best of 3."""
+    import zlib
+
+    from isal import isal_zlib
+
+    files = [f.read_bytes() for d in (gt, pred) for f in sorted(d.glob("*.nii.gz"))]
+    out = {}
+    for name, inflate in (("zlib", zlib.decompress), ("isal", isal_zlib.decompress)):
+        times = []
+        for _ in range(3):
+            start = time.process_time()
+            for raw in files:
+                inflate(raw, 31)  # gzip wrapper
+            times.append(time.process_time() - start)
+        out[name] = min(times) / (len(files) / 2)
+    return out
+
+
+def print_targets(
+    floor: dict[str, float], slopes: dict[str, float], rows: dict[str, Timing], workers: list[int]
+) -> None:
+    """Issue 24's targets, measured vs target side by side (per-case slopes beyond process start-up)."""
+    zlib_s, isal_s = floor["zlib"], floor["isal"]
+    print(f"\nfloor: inflating a case's two files costs {zlib_s:.4f} CPU-s with zlib, {isal_s:.4f} with ISA-L")
+    checks = [
+        ("Dice/IoU only <= 1.5x the zlib floor", slopes["trackeval [dsc,iou]"] / zlib_s, 1.5),
+        ("full metrics <= 5x the zlib floor", slopes["trackeval full"] / zlib_s, 5.0),
+    ]
+    if "nnunet" in slopes:
+        checks.append(("full metrics <= 0.12x nnU-Net's Dice-only", slopes["trackeval full"] / slopes["nnunet"], 0.12))
+    if 1 in workers and 2 in workers:
+        wall = rows["trackeval full w=2"].least_wall_s / rows["trackeval full w=1"].least_wall_s
+        checks.append(("2 workers <= 0.55x the wall of 1 (full)", wall, 0.55))
+    for what, measured, target in checks:
+        verdict = "met" if measured <= target else "NOT met"
+        print(f"  {what:<48} measured {measured:6.3f}x  target {target:.2f}x  {verdict}")
+
+
 def _marginal(full: Timing, one: Timing, n: int) -> float:
     """CPU-s per additional case: (CPU(n cases) - CPU(1 case)) / (n - 1)."""
     return (full.cpu_s - one.cpu_s) / (n - 1)
@@ -429,6 +469,7 @@ def main() -> None:
                 f"  {name} vs nnU-Net: {total:.3f}x CPU per case (totals), "
                 f"{slopes[name] / slopes['nnunet']:.3f}x (slopes)"
             )
+    print_targets(inflate_floor(gt, pred), slopes, rows, args.workers)
     if 1 in args.workers and 2 in args.workers:
         print(
             f"\nworker scaling (wall, 2 workers / 1 worker, the least wall time of {args.repeat} run(s) each; "

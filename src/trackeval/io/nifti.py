@@ -8,7 +8,8 @@ Decoding is done here, not by ``nibabel.load``, so that nothing is allocated bef
 2. the file must hold exactly ``vox_offset + n_voxels * itemsize`` bytes of NIfTI: an uncompressed file of
    another size, or a gzip stream that inflates to more or less than that (a decompression bomb, trailing data,
    a truncated file), is an :class:`~trackeval.errors.InputError` naming the file. A gzip stream is inflated with
-   ``zlib.decompressobj`` in bounded chunks straight into one buffer of the declared size (gzip members may be
+   ISA-L (``isal.isal_zlib.decompressobj``: zlib's interface and output, about twice zlib's speed; see
+   docs/performance.md) in bounded chunks straight into one buffer of the declared size (gzip members may be
    concatenated; any other byte after the last member is trailing data);
 3. the voxel spacing is taken from the affine (sform, else qform, else pixdim: nibabel's ``get_best_affine``, the
    geometry :func:`check_same_grid` compares): the column norms of its 3x3 part. A header whose ``pixdim`` is
@@ -26,12 +27,12 @@ from __future__ import annotations
 import io
 import math
 import os
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
 import nibabel as nib
 import numpy as np
+from isal import isal_zlib
 
 from trackeval.errors import InputError
 from trackeval.io.files import open_regular, read_open
@@ -112,8 +113,8 @@ def _size_limit(head: bytes, size: int, where: dict[str, str]) -> int:
     ``size`` bytes that its header cannot explain is refused here, before it is read."""
     if head[:2] == _GZIP_MAGIC:
         try:
-            inner = zlib.decompressobj(31).decompress(head, HEADER_BYTES)
-        except zlib.error:
+            inner = isal_zlib.decompressobj(31).decompress(head, HEADER_BYTES)
+        except isal_zlib.error:
             inner = b""  # a damaged stream: decoding names the error
         if _header_class(inner) is not None:
             nbytes = _layout(inner, where).nbytes
@@ -242,7 +243,7 @@ class _Inflater:
 
     def __init__(self, raw: bytes, where: dict[str, str]) -> None:
         self.where = where
-        self.d = zlib.decompressobj(31)
+        self.d = isal_zlib.decompressobj(31)
         self.data = raw
 
     def read(self, n: int) -> bytes:
@@ -257,7 +258,7 @@ class _Inflater:
                         break
                     if rest[:2] != _GZIP_MAGIC:
                         raise InputError(f"{len(rest)} bytes of trailing data after the gzip stream", **self.where)
-                    self.d, self.data = zlib.decompressobj(31), rest
+                    self.d, self.data = isal_zlib.decompressobj(31), rest
                 had_input = bool(self.data)
                 chunk = self.d.decompress(self.data, n - got)
                 self.data = self.d.unconsumed_tail
@@ -266,7 +267,7 @@ class _Inflater:
                     got += len(chunk)
                 elif not had_input and not self.d.eof:
                     raise InputError("truncated or corrupt gzip stream: it ends before its end marker", **self.where)
-        except zlib.error as exc:
+        except isal_zlib.error as exc:
             raise InputError(f"truncated or corrupt gzip stream: {exc}", **self.where) from exc
         return b"".join(parts)
 
