@@ -34,8 +34,6 @@ slices of that subject only (one subject cached per process).
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -47,10 +45,11 @@ from nibabel.orientations import apply_orientation, axcodes2ornt, io_orientation
 
 from trackeval.benchmarks.imis_config import SLICE_AXES, IMISVolumesConfig
 from trackeval.errors import InputError
-from trackeval.io.files import decode_text, open_regular, read_bytes
-from trackeval.io.hashing import sha256_bytes, sha256_text
+from trackeval.io.files import open_regular, read_bytes
+from trackeval.io.hashing import sha256_bytes, sha256_files, sha256_text
 from trackeval.io.nifti import LabelVolume, check_same_grid, read_image, read_label_map
 from trackeval.io.paths import check_case_id
+from trackeval.io.tables import read_csv_rows
 from trackeval.results import key_token
 
 TOTALSEG = "totalseg-mri"
@@ -111,21 +110,9 @@ def _isles_raw(root: Path) -> Path:
 # --- subjects ----------------------------------------------------------------------------------------------
 
 
-def _meta_rows(path: Path) -> tuple[list[dict[str, str]], bytes]:
-    """meta.csv's rows (the separator, ``;`` or ``,``, told from the header) and the file's bytes."""
-    raw = read_bytes(path)
-    text = decode_text(raw, file=path)
-    header = text.split("\n", 1)[0]
-    sep = ";" if header.count(";") > header.count(",") else ","
-    try:
-        rows = list(csv.DictReader(io.StringIO(text, newline=""), delimiter=sep, strict=True))
-    except csv.Error as exc:
-        raise InputError(f"malformed CSV: {exc}", file=str(path)) from exc
-    fields = [f.strip() for f in rows[0]] if rows else []
-    for col in ("image_id", "split"):
-        if col not in fields:
-            raise InputError(f"missing required column {col!r}; found {fields}", file=str(path), field=col)
-    return [{k.strip(): (v or "").strip() for k, v in r.items() if k is not None} for r in rows], raw
+def _meta_rows(path: Path) -> tuple[list[dict[str, str]], str]:
+    """meta.csv's rows (the separator, ``;`` or ``,``, told from the header) and the file's sha256."""
+    return read_csv_rows(path, required=("image_id", "split"), delimiter=None), sha256_files(path)
 
 
 def totalseg_subjects(root: Path, cfg: IMISVolumesConfig) -> tuple[list[Subject], str]:
@@ -133,7 +120,7 @@ def totalseg_subjects(root: Path, cfg: IMISVolumesConfig) -> tuple[list[Subject]
     meta = root / META_CSV
     if cfg.meta_split == "all":
         ids = [d.name for d in _dirs(root) if (d / "mri.nii.gz").is_file()]
-        digest = sha256_bytes(read_bytes(meta)) if meta.is_file() else "no-meta"
+        digest = sha256_files(meta) if meta.is_file() else "no-meta"
     elif not meta.is_file():
         raise InputError(
             f"meta.csv not found: imis.volumes.meta_split={cfg.meta_split!r} needs it "
@@ -141,8 +128,8 @@ def totalseg_subjects(root: Path, cfg: IMISVolumesConfig) -> tuple[list[Subject]
             file=str(meta),
         )
     else:
-        rows, raw = _meta_rows(meta)
-        ids, digest = [r["image_id"] for r in rows if r["split"] == cfg.meta_split], sha256_bytes(raw)
+        rows, digest = _meta_rows(meta)
+        ids = [r["image_id"] for r in rows if r["split"] == cfg.meta_split]
     if not ids:
         what = (
             "subject folder with mri.nii.gz" if cfg.meta_split == "all" else f"meta.csv row of split {cfg.meta_split!r}"

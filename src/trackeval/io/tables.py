@@ -10,9 +10,9 @@ from trackeval.errors import InputError
 from trackeval.io.files import decode_text, read_bytes
 
 
-def _parse(text: str, path: Path) -> tuple[list[str], list[tuple[int, list[str]]]]:
+def _parse(text: str, path: Path, delimiter: str) -> tuple[list[str], list[tuple[int, list[str]]]]:
     """The stripped header and ``(line, fields)`` of each non-blank row; malformed CSV names its line."""
-    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)
     try:
         header = [h.strip() for h in next(reader, [])]
         rows = []
@@ -28,8 +28,15 @@ def _parse(text: str, path: Path) -> tuple[list[str], list[tuple[int, list[str]]
     return header, rows
 
 
-def read_csv_rows(path: Path, required: tuple[str, ...]) -> list[dict[str, str]]:
-    """Read a CSV file into ``{column: stripped value}`` rows.
+def _delimiter(text: str) -> str:
+    """``;`` when the first line holds more semicolons than commas (TotalSegmentator's meta.csv), else ``,``."""
+    header = text.split("\n", 1)[0]
+    return ";" if header.count(";") > header.count(",") else ","
+
+
+def read_csv_rows(path: Path, required: tuple[str, ...], *, delimiter: str | None = ",") -> list[dict[str, str]]:
+    """Read a CSV file into ``{column: stripped value}`` rows. ``delimiter``: the field separator; None tells
+    ``;`` from ``,`` by the header line (more semicolons than commas: ``;``).
 
     The csv module parses the real text (``newline=""``), so a quoted field may hold a line break (``\n``,
     ``\r\n``, U+2028...) and only an unquoted ``\n``, ``\r\n`` or ``\r`` ends a row. Line numbers are physical
@@ -38,7 +45,8 @@ def read_csv_rows(path: Path, required: tuple[str, ...]) -> list[dict[str, str]]
     Raises :class:`InputError` naming the file (and line/column) for a missing or unreadable file, a
     non-UTF-8 encoding, a missing required column, a ragged row, or a file without data rows.
     """
-    header, rows = _parse(decode_text(read_bytes(path), file=path), path)
+    text = decode_text(read_bytes(path), file=path)
+    header, rows = _parse(text, path, delimiter or _delimiter(text))
     if not header or not any(header):
         raise InputError("empty file: no header row", file=str(path))
     missing = [c for c in required if c not in header]
