@@ -12,12 +12,13 @@ from pathlib import Path
 import pytest
 from mlflow import MlflowClient
 
+import trackeval
+from tests import gate_data
 from tests.conftest import REPO
 from tests.test_tracking import (  # noqa: F401 - shared fixtures
     _chromium,
     _start_server,
     _stop,
-    evaluated,
     migrated_db,
     needs_chromium,
     store,
@@ -27,6 +28,22 @@ from trackeval.tracking.views import shown
 
 #: screenshots of the browser test, kept for people to look at (git-ignored)
 SHOTS = REPO / ".test-artifacts" / "mlflow_views"
+
+
+@pytest.fixture(scope="module")
+def evaluated(tmp_path_factory) -> dict:
+    """Two versions of model ``seg`` evaluated as users do (``trackeval.evaluate``: with the unit's declared
+    plots, which the overlay figures draw) and written as results folders."""
+    root = tmp_path_factory.mktemp("views")
+    cfg = gate_data.config()
+    gt = gate_data.make_ground_truth(root)
+    out = {}
+    for version in ("champion", "organ_regress"):
+        inputs = {"ground_truth": gt, "predictions": gate_data.make_predictions(root / version, version)}
+        result = trackeval.evaluate("umd", inputs, cfg, {"name": "seg", "version": version})
+        trackeval.write_results(result, root / f"out_{version}")
+        out[version] = (result, root / f"out_{version}")
+    return out
 
 
 def _track_and_gate(folders: dict, sets: list[str]) -> None:
@@ -75,6 +92,10 @@ def test_version_description_tags_and_comparison_tables(store, evaluated, tmp_pa
     assert [shown(r["delta"]) for r in rows] == table["delta"]  # the same rows as the decision, rounded
     parent = _table(client, v2.run_id, "gate/comparison_vs_champion.json", tmp_path / "c")
     assert parent == table
+    figures = {a.path for a in client.list_artifacts(run_id, "overlays/umd")}
+    assert "overlays/umd/umd__dsc__by_organ__overlay.png" in figures and len(figures) == 4  # the 4 declared plots
+    shown_on_parent = {a.path for a in client.list_artifacts(v2.run_id, "gate/overlays_vs_champion/umd")}
+    assert {f.replace("overlays/", "gate/overlays_vs_champion/") for f in figures} == shown_on_parent
     # a second track of the gated version keeps the gate's description
     assert main(["track", str(evaluated["organ_regress"][1]), *sets]) == 0
     assert client.get_model_version("seg", "2").description == text

@@ -68,7 +68,7 @@ def record_decision(ml: Mlflow, decision: Decision, cand_mv: Any, champ_mv: Any 
             params=[Param(k, v[:6000]) for k, v in params.items()],
         )
         _log_decision_artifacts(ml, run_id, decision)
-        log_comparison_tables(ml, run_id, decision, cand_mv)
+        log_comparison_tables(ml, run_id, decision, cand_mv, champ_mv)
     return run_id
 
 

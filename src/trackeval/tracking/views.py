@@ -66,16 +66,38 @@ def comparison_table(decision: Decision) -> dict[str, list[Any]]:
     return table
 
 
-def log_comparison_tables(ml: Mlflow, decision_run: str, decision: Decision, cand_mv: Any) -> None:
-    """The comparison table on the decision run and on the candidate's parent run (nothing without a
-    comparison: a first version held to the floors)."""
-    if not any(comp.rows for comp in decision.comparisons):
+def log_comparison_tables(ml: Mlflow, decision_run: str, decision: Decision, cand_mv: Any, champ_mv: Any) -> None:
+    """The comparison table and the overlay figures (both versions on the same axes) on the decision run
+    (``comparison.json``, ``overlays/``) and on the candidate's parent run (``gate/comparison_vs_<champion>.json``,
+    ``gate/overlays_vs_<champion>/``); nothing without a comparison (a first version held to the floors)."""
+    if champ_mv is None or not any(comp.rows for comp in decision.comparisons):
         return
     table = comparison_table(decision)
+    vs = "".join(c if c.isalnum() or c in "._-" else "_" for c in decision.champion or "none")
+    parent = getattr(cand_mv, "run_id", None)
     ml.call("log_table", ml.client.log_table, decision_run, table, DECISION_TABLE)
-    if getattr(cand_mv, "run_id", None):
-        vs = "".join(c if c.isalnum() or c in "._-" else "_" for c in decision.champion or "none")
-        ml.call("log_table", ml.client.log_table, cand_mv.run_id, table, f"gate/comparison_vs_{vs}.json")
+    if parent:
+        ml.call("log_table", ml.client.log_table, parent, table, f"gate/comparison_vs_{vs}.json")
+    _log_overlays(ml, [(decision_run, "overlays"), *([(parent, f"gate/overlays_vs_{vs}")] if parent else [])],
+                  cand_mv, champ_mv)  # fmt: skip
+
+
+def _log_overlays(ml: Mlflow, targets: list[tuple[str, str]], cand_mv: Any, champ_mv: Any) -> None:
+    """The declared figures of every unit both versions were evaluated on, candidate and champion on the same
+    axes (:func:`trackeval.report.figures.overlay_figures`), logged under each ``(run, artifact folder)``."""
+    import tempfile
+    from pathlib import Path
+
+    from trackeval.report.figures import overlay_figures
+    from trackeval.tracking.evidence import version_results
+
+    cand, champ = version_results(ml, cand_mv), version_results(ml, champ_mv)
+    with tempfile.TemporaryDirectory(prefix="trackeval-overlays-") as tmp:
+        for unit_name in sorted(set(cand) & set(champ)):
+            overlay_figures(cand[unit_name], champ[unit_name], Path(tmp) / unit_name.replace("/", "_"))
+        if any(Path(tmp).iterdir()):
+            for run_id, folder in targets:
+                ml.call("log_artifacts", ml.client.log_artifacts, run_id, tmp, folder)
 
 
 def _headline_lines(results: Mapping[str, BenchmarkResult], primary: Mapping[str, str]) -> list[str]:
