@@ -25,7 +25,7 @@ from trackeval.tracking.evidence import run_evidence
 from trackeval.tracking.lineage import flatten
 from trackeval.tracking.registry import eval_runs
 from trackeval.tracking.tags import KIND_GATE, PROMOTED_TAG, TAG
-from trackeval.tracking.views import log_comparison_tables
+from trackeval.tracking.views import SidesResults, log_comparison_tables
 
 
 def decision_key(decision: Decision, cand_mv: Any, champ_mv: Any | None) -> str:
@@ -41,8 +41,11 @@ def decision_key(decision: Decision, cand_mv: Any, champ_mv: Any | None) -> str:
     return sha256_text(json.dumps(blob, sort_keys=True))
 
 
-def record_decision(ml: Mlflow, decision: Decision, cand_mv: Any, champ_mv: Any | None) -> str:
-    """Write the decision run (params, delta metrics, artifacts, verdict tag); returns its run id.
+def record_decision(
+    ml: Mlflow, decision: Decision, cand_mv: Any, champ_mv: Any | None, *, results: SidesResults
+) -> str:
+    """Write the decision run (params, delta metrics, artifacts, verdict tag); returns its run id. ``results``:
+    the candidate's and the champion's results the decision was made on (for the overlay figures).
 
     Idempotent: the same decision (same versions, evaluation runs on both sides, gate config) is recorded once;
     asking again returns the existing run.
@@ -68,7 +71,7 @@ def record_decision(ml: Mlflow, decision: Decision, cand_mv: Any, champ_mv: Any 
             params=[Param(k, v[:6000]) for k, v in params.items()],
         )
         _log_decision_artifacts(ml, run_id, decision)
-        log_comparison_tables(ml, run_id, decision, cand_mv, champ_mv)
+        log_comparison_tables(ml, run_id, decision, cand_mv, results)
     return run_id
 
 

@@ -17,6 +17,7 @@ from trackeval.errors import InputError
 from trackeval.gate.decide import Decision, decide
 from trackeval.gate.policy import UnitPolicy
 from trackeval.io.redact import logger
+from trackeval.results import BenchmarkResult
 from trackeval.tracking.client import Mlflow, TrackingError, store_lock
 from trackeval.tracking.decision_runs import mark_promoted, record_decision
 from trackeval.tracking.evidence import version_evaluations
@@ -33,6 +34,14 @@ def decide_versions(
     """The gate's decision for registered version ``cand_mv`` against ``base_mv`` (None: floors only), from the
     evaluation runs their ``eval_run`` tags point to, with the evidence digests of those runs' results (the
     sha256 of each results.json as read now); records and moves nothing."""
+    return _decide(ml, name, cand_mv, base_mv, cfg, policies)[0]
+
+
+def _decide(
+    ml: Mlflow, name: str, cand_mv: Any, base_mv: Any | None, cfg: GateConfig, policies: Mapping[str, UnitPolicy]
+) -> tuple[Decision, dict[str, BenchmarkResult], dict[str, BenchmarkResult] | None]:
+    """:func:`decide_versions` and the results it was made on (candidate's, baseline's: None without one), each
+    read once."""
     cand_results, cand_evidence = version_evaluations(ml, cand_mv)
     base_results, base_evidence = (None, {}) if base_mv is None else version_evaluations(ml, base_mv)
     decision = decide(
@@ -44,21 +53,23 @@ def decide_versions(
         cfg,
         policies,
     )
-    return decision.model_copy(update={"candidate_evidence": cand_evidence, "champion_evidence": base_evidence})
+    decision = decision.model_copy(update={"candidate_evidence": cand_evidence, "champion_evidence": base_evidence})
+    return decision, cand_results, base_results
 
 
 def judge(
     ml: Mlflow, name: str, cand_mv: Any, champ_mv: Any | None, cfg: GateConfig, policies: Mapping[str, UnitPolicy]
 ) -> tuple[Decision, str]:
     """Gate ``cand_mv`` against ``champ_mv`` (None: floors only), record the decision and tag the candidate
-    (``trackeval.gate.verdict``, ``.reason``, ``.decision_run``). Moves no alias."""
-    decision = decide_versions(ml, name, cand_mv, champ_mv, cfg, policies)
-    run_id = record_decision(ml, decision, cand_mv, champ_mv)
+    (``trackeval.gate.verdict``, ``.reason``, ``.decision_run``) and describe it. Moves no alias."""
+    decision, cand_results, champ_results = _decide(ml, name, cand_mv, champ_mv, cfg, policies)
+    run_id = record_decision(ml, decision, cand_mv, champ_mv, results=(cand_results, champ_results))
     reason = "; ".join(decision.reasons)[:5000] or "all checks passed"
     for tag, value in (("gate.verdict", decision.verdict), ("gate.decision_run", run_id), ("gate.reason", reason)):
         if cand_mv.tags.get(TAG + tag) != value:
             ml.call("set_model_version_tag", ml.client.set_model_version_tag, name, cand_mv.version, TAG + tag, value)
-    describe_version(ml, name, cand_mv, {unit: p.key for unit, p in policies.items()}, (decision, run_id))
+    primary = {unit: p.key for unit, p in policies.items()}
+    describe_version(ml, name, cand_mv, primary, (decision, run_id), results=cand_results)
     return decision, run_id
 
 

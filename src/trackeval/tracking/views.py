@@ -26,6 +26,10 @@ from trackeval.tracking.client import Mlflow
 from trackeval.tracking.registry import registered_version_name
 from trackeval.tracking.tags import TAG
 
+#: one version's evaluations, ``{unit: result}``
+Results = Mapping[str, BenchmarkResult]
+#: the results a decision was made on: the candidate's and the champion's (None: no champion)
+SidesResults = tuple[Results, Results | None]
 #: the short model-version tag holding the team's version name (``v2``)
 SHORT_VERSION_TAG = "version"
 DECISION_TABLE = "comparison.json"
@@ -66,11 +70,15 @@ def comparison_table(decision: Decision) -> dict[str, list[Any]]:
     return table
 
 
-def log_comparison_tables(ml: Mlflow, decision_run: str, decision: Decision, cand_mv: Any, champ_mv: Any) -> None:
-    """The comparison table and the overlay figures (both versions on the same axes) on the decision run
-    (``comparison.json``, ``overlays/``) and on the candidate's parent run (``gate/comparison_vs_<champion>.json``,
-    ``gate/overlays_vs_<champion>/``); nothing without a comparison (a first version held to the floors)."""
-    if champ_mv is None or not any(comp.rows for comp in decision.comparisons):
+def log_comparison_tables(
+    ml: Mlflow, decision_run: str, decision: Decision, cand_mv: Any, results: SidesResults
+) -> None:
+    """The comparison table and the overlay figures of ``results`` (both versions on the same axes) on the
+    decision run (``comparison.json``, ``overlays/``) and on the candidate's parent run
+    (``gate/comparison_vs_<champion>.json``, ``gate/overlays_vs_<champion>/``); nothing without a comparison (a
+    first version held to the floors)."""
+    cand, champ = results
+    if champ is None or not any(comp.rows for comp in decision.comparisons):
         return
     table = comparison_table(decision)
     vs = "".join(c if c.isalnum() or c in "._-" else "_" for c in decision.champion or "none")
@@ -79,19 +87,22 @@ def log_comparison_tables(ml: Mlflow, decision_run: str, decision: Decision, can
     if parent:
         ml.call("log_table", ml.client.log_table, parent, table, f"gate/comparison_vs_{vs}.json")
     _log_overlays(ml, [(decision_run, "overlays"), *([(parent, f"gate/overlays_vs_{vs}")] if parent else [])],
-                  cand_mv, champ_mv)  # fmt: skip
+                  cand, champ)  # fmt: skip
 
 
-def _log_overlays(ml: Mlflow, targets: list[tuple[str, str]], cand_mv: Any, champ_mv: Any) -> None:
+def _log_overlays(
+    ml: Mlflow,
+    targets: list[tuple[str, str]],
+    cand: Mapping[str, BenchmarkResult],
+    champ: Mapping[str, BenchmarkResult],
+) -> None:
     """The declared figures of every unit both versions were evaluated on, candidate and champion on the same
     axes (:func:`trackeval.report.figures.overlay_figures`), logged under each ``(run, artifact folder)``."""
     import tempfile
     from pathlib import Path
 
     from trackeval.report.figures import overlay_figures
-    from trackeval.tracking.evidence import version_results
 
-    cand, champ = version_results(ml, cand_mv), version_results(ml, champ_mv)
     with tempfile.TemporaryDirectory(prefix="trackeval-overlays-") as tmp:
         for unit_name in sorted(set(cand) & set(champ)):
             overlay_figures(cand[unit_name], champ[unit_name], Path(tmp) / unit_name.replace("/", "_"))
@@ -164,18 +175,23 @@ def declared_primary() -> dict[str, str]:
 
 
 def describe_version(
-    ml: Mlflow, name: str, mv: Any, primary: Mapping[str, str], decision: tuple[Decision, str] | None = None
+    ml: Mlflow,
+    name: str,
+    mv: Any,
+    primary: Mapping[str, str],
+    decision: tuple[Decision, str] | None = None,
+    results: Results | None = None,
 ) -> None:
-    """Set ``mv``'s description and short ``version`` tag from the evaluations it points at and ``decision``
-    (its last gate decision and that decision's run id), only what changed. ``primary``: ``{unit: headline
-    key}`` shown per unit. Without ``decision``, a version already gated keeps its description (the gate writes
-    it, ``track`` only before the first decision)."""
+    """Set ``mv``'s description and short ``version`` tag from the evaluations it points at (``results`` when
+    the caller has read them already) and ``decision`` (its last gate decision and that decision's run id), only
+    what changed. ``primary``: ``{unit: headline key}`` shown per unit. Without ``decision``, a version already
+    gated keeps its description (the gate writes it, ``track`` only before the first decision)."""
     from trackeval.tracking.evidence import version_results
 
     mv = ml.call("get_model_version", ml.client.get_model_version, name, mv.version)  # fresh tags
     if decision is None and mv.tags.get(TAG + "gate.decision_run"):
         return
-    results = version_results(ml, mv)
+    results = version_results(ml, mv) if results is None else results
     link = f"#/experiments/{ml.experiment_id()}/runs/{decision[1]}" if decision else ""
     text = version_description(name, mv, results, primary, decision[0] if decision else None, link)
     if len(text) > MAX_DESCRIPTION:
