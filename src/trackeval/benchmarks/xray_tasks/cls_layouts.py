@@ -208,21 +208,21 @@ def code(value: str, *, file: Path, case: str, finding: str, line: int) -> float
     )
 
 
-def _ids(rows: list[dict[str, str]], column: str, path: Path) -> list[str]:
-    """The ``column`` value of each row; an empty or repeated one names its lines."""
-    ids: list[str] = []
-    seen: dict[str, int] = {}
+def _ids(rows: list[dict[str, str]], column: str, path: Path, *, also: tuple[str, ...] = ()) -> list[str]:
+    """The ``column`` value of each row; an empty one, or a repeated row (``column`` and the ``also`` columns,
+    e.g. ``dicom_id`` of per-image MIMIC predictions), names its lines."""
+    seen: dict[tuple[str, ...], int] = {}
     for line, row in enumerate(rows, start=2):
         value = row[column]
         if not value:
             raise InputError(f"empty {column} on line {line}", file=str(path), field=column)
-        if value in seen:
+        ident = (value, *(row.get(c, "") for c in also))
+        if ident in seen:
             raise InputError(
-                f"duplicate {column} on lines {seen[value]} and {line}", file=str(path), case_id=value, field=column
+                f"duplicate {column} on lines {seen[ident]} and {line}", file=str(path), case_id=value, field=column
             )
-        seen[value] = line
-        ids.append(value)
-    return ids
+        seen[ident] = line
+    return [row[column] for row in rows]
 
 
 def _codes(rows: list[dict[str, str]], findings: list[str], ids: list[str], path: Path) -> np.ndarray:
@@ -411,22 +411,6 @@ def read_in_layout(path: Path, layout: Layout) -> Truth:
     return _READERS[layout.name](path)
 
 
-def _row_ids(rows: list[dict[str, str]], key: str, path: Path) -> list[str]:
-    """The ``key`` of each prediction row; an empty one, or a repeated row (``key`` and ``dicom_id`` when the file
-    has per-image MIMIC rows), names its lines."""
-    seen: dict[tuple[str, str], int] = {}
-    for line, row in enumerate(rows, start=2):
-        if not row[key]:
-            raise InputError(f"empty {key} on line {line}", file=str(path), field=key)
-        ident = (row[key], row.get("dicom_id", ""))
-        if ident in seen:
-            raise InputError(
-                f"duplicate {key} on lines {seen[ident]} and {line}", file=str(path), case_id=row[key], field=key
-            )
-        seen[ident] = line
-    return [row[key] for row in rows]
-
-
 def _read_mura_scores(path: Path) -> Scores:
     """MURA-style header-less ``<image or study path>,<probability>`` rows."""
     records = csv_records(path)
@@ -450,7 +434,7 @@ def read_scores(path: Path, *, what: str = "predictions") -> Scores:
     findings = [c for c in rows[0] if c != key and c not in _SCORE_EXTRA]
     if not findings:
         raise InputError(f"no finding columns besides {key}", file=str(path), field="header")
-    ids = _row_ids(rows, key, path)
+    ids = _ids(rows, key, path, also=("dicom_id",))
     values = [[row[f] for f in findings] for row in rows]
     return Scores(layout.name, path, ids, findings, values, list(range(2, len(rows) + 2)))
 
