@@ -175,7 +175,7 @@ def test_counts_from_matrix_no_second_pass() -> None:
 
 @pytest.mark.parametrize(
     ("dtype", "high"),
-    [(np.uint8, 4), (np.uint8, 256), (np.int8, 100), (np.uint16, 700), (np.int16, 181), (np.int16, 2000),
+    [(np.uint8, 4), (np.uint8, 16), (np.uint8, 256), (np.int8, 100), (np.uint16, 700), (np.int16, 181), (np.int16, 2000),
      (np.uint32, 70_000), (np.int32, 30), (np.uint64, 2**62), (np.int64, 2**62)],
 )  # fmt: skip
 def test_confusion_matrix_matches_sklearn(dtype: type, high: int) -> None:
@@ -193,7 +193,8 @@ def test_confusion_matrix_matches_sklearn(dtype: type, high: int) -> None:
 
 @pytest.mark.parametrize("n_labels", [3, 30, 300])
 def test_many_chunks_and_sparse_histogram(monkeypatch: pytest.MonkeyPatch, n_labels: int) -> None:
-    """Tiny chunks: many chunks (the last one partial); 3 labels use uint8 codes, 30 int16 codes (900 bins),
+    """Tiny chunks: many chunks (the last one partial, of odd size); 3 labels use uint8 codes (counted in pairs,
+    the odd one alone), 30 int16 codes (900 bins),
     both counted by np.bincount; 300 the sparse histogram (90000 bins > CHUNK)."""
     monkeypatch.setattr(overlap, "CHUNK", 1000)
     rng = np.random.default_rng(n_labels)

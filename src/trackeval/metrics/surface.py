@@ -130,6 +130,9 @@ _KDTREE_BUILD_COST = 50
 # Elements gathered per vectorised step of the offset search.
 _GATHER_BLOCK = 1 << 16
 
+# Source corners sampled to bound the window the k-d tree fallback is built over (see _window).
+_WINDOW_SAMPLE = 1024
+
 _Box = tuple[slice, ...]
 
 
@@ -883,10 +886,9 @@ def _nearest_distances(source: _Surface, query_flat: np.ndarray, geometry: _Geom
             hit = np.flatnonzero(np.take(grid, pending + deltas[start]))
             out[where[hit]] = geometry.offset_distances[start]
         else:
-            hits = np.take(grid, pending[:, None] + deltas[None, start : start + width])
-            first = hits.argmax(axis=1)  # the first hit of each row, or 0 for a row without one
-            hit = np.flatnonzero(hits[np.arange(pending.size), first])
-            out[where[hit]] = geometry.offset_distances[start + first[hit]]
+            block = deltas[start : start + width]
+            hit, first = _first_hits(np.take(grid, pending[:, None] + block[None, :]))
+            out[where[hit]] = geometry.offset_distances[start + first]
         pending[hit] = sink
         parked += hit.size
         start += width
@@ -894,6 +896,21 @@ def _nearest_distances(source: _Surface, query_flat: np.ndarray, geometry: _Geom
     if parked < pending.size:
         out[where[live]] = _kdtree_distances(source.flat, pending[live], source.shape, geometry)
     return out
+
+
+def _first_hits(hits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(rows, columns)``: the rows of a 2D bool array with a True, and the column of each row's first True.
+
+    From the sorted flat positions of the Trues (a row's first is where the row changes): linear in the Trues,
+    where ``argmax(axis=1)`` loops over the (short) rows one call each (measured 1.4x slower for the whole search).
+    """
+    pos = np.flatnonzero(hits)
+    rows = pos // hits.shape[1]
+    first = np.empty(rows.size, dtype=np.bool_)
+    first[:1] = True
+    np.not_equal(rows[1:], rows[:-1], out=first[1:])
+    rows = rows[first]
+    return rows, pos[first] - rows * hits.shape[1]
 
 
 def _kdtree_distances(
@@ -908,12 +925,33 @@ def _kdtree_distances(
 
     source = np.stack(np.unravel_index(source_flat, shape), axis=1)
     query = np.stack(np.unravel_index(query_flat, shape), axis=1)
+    source = _window(source, query, geometry.grid_spacing)
     tree = cKDTree(source * geometry.grid_spacing, leafsize=32, balanced_tree=False, compact_nodes=False)
     _, nearest = tree.query(query * geometry.grid_spacing, k=1)
     offsets = source[nearest] - query
     if geometry.flip:
         offsets = offsets[:, ::-1]
     return _offset_norm(list(offsets.T), geometry.spacing)
+
+
+def _window(source: np.ndarray, query: np.ndarray, spacing: np.ndarray) -> np.ndarray:
+    """The rows of ``source`` (integer corners) that can be the nearest corner of some row of ``query``.
+
+    The queries' box, widened on every side by an upper bound of their distances: the largest distance from a
+    query to an even sample of ``_WINDOW_SAMPLE`` source corners (the nearest corner is never farther than the
+    nearest sampled one), plus one corner for rounding. The k-d tree is then built over the window, not the whole
+    surface (the few queries that reach the tree usually lie in one region: building the tree over a whole large
+    organ's surface cost 0.07-0.17 CPU-s per UMD case). A surface of up to 4 samples' size is returned as it is.
+    """
+    from scipy.spatial import cKDTree
+
+    if source.shape[0] <= 4 * _WINDOW_SAMPLE:
+        return source
+    sample = source[:: source.shape[0] // _WINDOW_SAMPLE] * spacing
+    bound, _ = cKDTree(sample, balanced_tree=False, compact_nodes=False).query(query * spacing, k=1)
+    reach = np.ceil(float(bound.max()) / spacing).astype(np.int64) + 1
+    low, high = query.min(axis=0) - reach, query.max(axis=0) + reach
+    return source[np.all((source >= low) & (source <= high), axis=1)]
 
 
 def _directed_distances(
