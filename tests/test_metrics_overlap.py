@@ -175,8 +175,8 @@ def test_counts_from_matrix_no_second_pass() -> None:
 
 @pytest.mark.parametrize(
     ("dtype", "high"),
-    [(np.uint8, 4), (np.uint8, 16), (np.uint8, 256), (np.int8, 100), (np.uint16, 700), (np.int16, 181), (np.int16, 2000),
-     (np.uint32, 70_000), (np.int32, 30), (np.uint64, 2**62), (np.int64, 2**62)],
+    [(np.uint8, 4), (np.uint8, 16), (np.uint8, 256), (np.int8, 100), (np.uint16, 700), (np.int16, 181),
+     (np.int16, 2000), (np.uint32, 70_000), (np.int32, 30), (np.uint64, 2**62), (np.int64, 2**62)],
 )  # fmt: skip
 def test_confusion_matrix_matches_sklearn(dtype: type, high: int) -> None:
     rng = np.random.default_rng(high % 1000)
