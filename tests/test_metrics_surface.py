@@ -288,6 +288,21 @@ def test_negative_and_large_ids_and_background_label(offset: int) -> None:
     assert set(surface_metrics(pred, truth, spacing)) == set(np.unique(np.r_[truth.ravel(), pred.ravel()])) - {0}
 
 
+def test_pair_code_boxes_and_per_map_boxes_agree() -> None:
+    """Ids below 16 in both maps are boxed from the pair code ``truth * 16 + pred``, larger ones map by map:
+    bit-identical values, and the same labels (those present in either map)."""
+    rng = np.random.default_rng(5)
+    truth = _random_label_map(rng, (18, 20, 14), 6)
+    pred = _perturb(rng, truth)
+    pred[pred == 2] = 0  # label 2 in the truth only
+    truth[truth == 5] = 0  # label 5 in the prediction only
+    spacing = (1.0, 1.4, 0.6)
+    small = surface_metrics(pred, truth, spacing)
+    assert {2, 5} <= set(small)
+    large = surface_metrics(np.where(pred > 0, pred + 16, 0), np.where(truth > 0, truth + 16, 0), spacing)
+    _assert_identical({label - 16: values for label, values in large.items()}, small)
+
+
 def test_bool_maps_and_generic_code_path(monkeypatch: pytest.MonkeyPatch) -> None:
     rng = np.random.default_rng(11)
     truth = _ball((30, 26), np.array([14.0, 12.0]), np.array([8.0, 5.0]))

@@ -239,21 +239,14 @@ def surface_metrics(
     requested = _check_labels(labels)
 
     pred_arr, truth_arr, flip = _oriented(pred_arr, truth_arr)
-    truth_boxes = _label_boxes(truth_arr)
-    pred_boxes = _label_boxes(pred_arr)
+    boxes = _union_label_boxes(truth_arr, pred_arr)
     if requested is None:
-        requested = sorted(set(truth_boxes) | set(pred_boxes))
+        requested = sorted(boxes)
 
     geometry = _Geometry.get(spacing_t, flip, _OFFSET_BUDGET)
 
     members_of = [label if isinstance(label, tuple) else (label,) for label in requested]
-    label_boxes = [
-        _union_box(
-            [_box_for(truth_arr, truth_boxes, m) for m in members]
-            + [_box_for(pred_arr, pred_boxes, m) for m in members]
-        )
-        for members in members_of
-    ]
+    label_boxes = [_union_box([_box_for(truth_arr, pred_arr, boxes, m) for m in members]) for members in members_of]
 
     def score(i: int) -> dict[str, float]:
         if label_boxes[i] is None:
@@ -593,9 +586,33 @@ def _mask_box(mask: np.ndarray) -> _Box | None:
     return objects[0] if objects else None
 
 
-def _box_for(arr: np.ndarray, boxes: dict[int, _Box], label_id: int) -> _Box | None:
+def _union_label_boxes(truth: np.ndarray, pred: np.ndarray) -> dict[int, _Box]:
+    """The box of every non-zero id over both maps (of the voxels where either map has it), sorted by id.
+
+    Ids below 16 in both maps (UMD's 13 organs, most anatomy maps): one ``find_objects`` pass over the pair code
+    ``truth * 16 + pred`` (uint8), whose boxes are united per id (0.085 instead of 0.143 CPU-s for two passes
+    over a 512 x 512 x 133 pair); otherwise one pass per map.
+    """
+    from scipy import ndimage
+
+    t, p = (a.view(np.uint8) if a.dtype == np.bool_ else a for a in (truth, pred))
+    if t.size and all(int(a.min()) >= 0 and int(a.max()) < 16 for a in (t, p)):
+        code = np.empty(t.shape, dtype=np.uint8)
+        np.multiply(t, 16, out=code, casting="unsafe")  # values < 16: every cast here is exact
+        np.add(code, p, out=code, casting="unsafe")
+        parts = [(i >> 4, i & 15, box) for i, box in enumerate(ndimage.find_objects(code), start=1) if box is not None]
+    else:
+        parts = [(i, 0, box) for a in (t, p) for i, box in _label_boxes(a).items()]
+    united: dict[int, list[_Box]] = {}
+    for first, second, box in parts:
+        for label in {first, second} - {0}:
+            united.setdefault(label, []).append(box)
+    return {label: box for label in sorted(united) if (box := _union_box(united[label])) is not None}
+
+
+def _box_for(truth: np.ndarray, pred: np.ndarray, boxes: dict[int, _Box], label_id: int) -> _Box | None:
     if label_id == 0:  # background is not tracked by find_objects
-        return _mask_box(arr == 0)
+        return _union_box([_mask_box(truth == 0), _mask_box(pred == 0)])
     return boxes.get(label_id)
 
 
