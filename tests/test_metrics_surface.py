@@ -217,6 +217,31 @@ def test_search_paths_are_bit_identical(monkeypatch: pytest.MonkeyPatch, path: s
     )
 
 
+def test_kdtree_window_of_far_queries(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A few far queries (an island 12 mm off a large surface) reach the k-d tree, which is built over their window
+    only: it holds a part of the large surface, and the values are the brute-force reference's and those of a tree
+    over the whole surface, bit for bit."""
+    truth = _ball((60, 60, 48), np.array([26.0, 26.0, 24.0]), np.array([18.0, 18.0, 16.0])).astype(np.uint8)
+    pred = truth.copy()
+    pred[53:56, 53:56, 20:23] = 1  # island: ~12 voxels from the ball's surface, past the offset table's radius
+    spacing = (1.0, 1.0, 1.0)
+    windows: list[tuple[int, int]] = []
+    window = surface_mod._window
+
+    def spy(source: np.ndarray, query: np.ndarray, grid_spacing: np.ndarray) -> np.ndarray:
+        kept = window(source, query, grid_spacing)
+        windows.append((source.shape[0], kept.shape[0]))
+        return kept
+
+    monkeypatch.setattr(surface_mod, "_window", spy)
+    result = surface_metrics(pred, truth, spacing)[1]
+    assert windows and all(0 < kept < whole for whole, kept in windows), windows
+    _assert_metrics_close(result, _reference_metrics(pred, truth, spacing, (1,), 1.0, 95.0))
+    assert result["hd"] > 10.0
+    monkeypatch.setattr(surface_mod, "_WINDOW_SAMPLE", 10**9)  # the whole surface, as before the window
+    _assert_identical({1: surface_metrics(pred, truth, spacing)[1]}, {1: result})
+
+
 @pytest.mark.parametrize("path", ["auto", "kdtree"])
 @pytest.mark.parametrize("threads", [2, 3, 64])
 def test_labels_scored_in_threads_are_bit_identical(monkeypatch: pytest.MonkeyPatch, path: str, threads: int) -> None:
