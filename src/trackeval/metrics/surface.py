@@ -77,12 +77,14 @@ so memory is bounded by the largest crop, never the volume.
 
 Memory order: nibabel returns Fortran-ordered arrays. Such a pair of maps is
 processed as its C-contiguous transposed view (no copy; scanning a Fortran array
-in C order was ~7x slower); neighbourhood codes, surfel areas, distances and the
-order of the surfels (hence every floating-point sum) follow the original axis
-order, so the result is bit-identical to the one for a C-ordered copy. Every
-distance is computed from the integer corner offset with one formula, and the
-area table reproduces MONAI's float32 table bit for bit without importing MONAI
-or torch.
+in C order was ~7x slower); neighbourhood codes, surfel areas and distances
+follow the original axis order. The summaries never sum over the surfels in
+their memory order: the surfels are counted per (distance, neighbourhood code),
+integers, and every sum runs over those counts in a fixed order, so the result
+is bit-identical for a C-ordered copy, in any thread, without sorting the
+surfels. Every distance is computed from the integer corner offset with one
+formula, and the area table reproduces MONAI's float32 table bit for bit without
+importing MONAI or torch.
 """
 
 from __future__ import annotations
@@ -253,8 +255,7 @@ def surface_metrics(
     def score(i: int) -> dict[str, float]:
         if label_boxes[i] is None:
             return dict.fromkeys(_METRIC_KEYS, math.nan)
-        d_tp, a_t, d_pt, a_p = _directed_distances(truth_arr, pred_arr, label_boxes[i], members_of[i], geometry)
-        return _summarise(d_tp, a_t, d_pt, a_p, tol, pct)
+        return _label_metrics(truth_arr, pred_arr, label_boxes[i], members_of[i], geometry, tol, pct)
 
     workers = min(n_threads, len(requested))
     if workers <= 1:
@@ -446,7 +447,13 @@ def surface_distances(
         empty = _readonly(np.zeros(0))
         return SurfaceDistances(empty, empty, empty, empty)
     geometry = _Geometry.get(spacing_t, flip, _OFFSET_BUDGET)
-    d_tp, a_t, d_pt, a_p = _directed_distances(truth_bool, pred_bool, box, (True,), geometry)
+    truth_surface, pred_surface = _surfaces(truth_bool, pred_bool, box, (True,), geometry)
+    a_t, a_p = geometry.table[truth_surface.codes], geometry.table[pred_surface.codes]
+    if a_t.size and a_p.size:
+        d_tp = _nearest(pred_surface, truth_surface.flat, geometry).distances(geometry)
+        d_pt = _nearest(truth_surface, pred_surface.flat, geometry).distances(geometry)
+    else:  # at most one surface present: its distances are infinite
+        d_tp, d_pt = np.full(a_t.size, np.inf), np.full(a_p.size, np.inf)
     d_tp, a_t = _sort_pairs(d_tp, a_t)
     d_pt, a_p = _sort_pairs(d_pt, a_p)
     return SurfaceDistances(_readonly(d_tp), _readonly(d_pt), _readonly(a_t), _readonly(a_p))
@@ -751,6 +758,8 @@ class _Geometry:
         self.full_code = int(kernel.sum())
         self.factors = _separable_factors(self.kernel)
         offsets, self.offset_distances = _search_offsets(self.spacing, budget)
+        # the table's distinct distances, ascending, and each offset's position among them
+        self.distinct_distances, self.offset_rank = np.unique(self.offset_distances, return_inverse=True)
         self.offsets = offsets[:, order]
         self.grid_spacing = self.spacing[order]
         # every border corner plus every search offset stays inside the corner grid of the padded crop
@@ -825,8 +834,8 @@ class _Surface:
 
     ``grid`` is the flat border-corner mask followed by a tail of ``False``: ``grid[sink + delta]`` is ``False``
     for every search offset ``delta`` in ``deltas`` (flat offsets on this grid), so a search can park a finished
-    query on ``sink``. ``flat`` holds the border corners' flat indices in the original axis order's C order,
-    ``areas`` their surfel areas.
+    query on ``sink``. ``flat`` holds the border corners' flat indices (ascending), ``codes`` their neighbourhood
+    codes (the index of their surfel area in the geometry's table).
     """
 
     grid: np.ndarray
@@ -834,7 +843,7 @@ class _Surface:
     deltas: np.ndarray
     sink: int
     flat: np.ndarray
-    areas: np.ndarray
+    codes: np.ndarray
 
 
 def _surface(arr: np.ndarray, box: _Box, members: tuple, geometry: _Geometry) -> _Surface:
@@ -849,23 +858,7 @@ def _surface(arr: np.ndarray, box: _Box, members: tuple, geometry: _Geometry) ->
     codes -= np.uint8(1)  # in place, 0 wraps to 255: border corners (0 < code < full) become 0..full-2
     np.less(codes, geometry.full_code - 1, out=grid[: code.size])
     flat = np.flatnonzero(grid[: code.size])
-    if geometry.flip:  # the surfels in the order of the untransposed grid: sums are then bit-identical
-        flat = flat[_untransposed_order(flat, shape)]
-    areas = geometry.table[codes[flat].astype(np.intp) + 1]
-    return _Surface(grid, shape, deltas, code.size + reach, flat, areas)
-
-
-def _untransposed_order(flat: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-    """Permutation sorting ascending flat indices of a C grid into the C order of the transposed grid.
-
-    A least-significant-digit radix sort: ``flat`` is sorted by its first coordinate; stable sorts by the second,
-    third... coordinate make the last one the most significant (16-bit keys use numpy's O(n) radix sort).
-    """
-    order = np.arange(flat.size)
-    key_type = np.uint16 if max(shape) <= 1 << 16 else np.int64
-    for coordinate in np.unravel_index(flat, shape)[1:]:
-        order = order[np.argsort(coordinate[order].astype(key_type), kind="stable")]
-    return order
+    return _Surface(grid, shape, deltas, code.size + reach, flat, codes[flat] + np.uint8(1))
 
 
 def _offset_norm(offsets: Sequence[np.ndarray], spacing: np.ndarray) -> np.ndarray:
@@ -878,8 +871,28 @@ def _offset_norm(offsets: Sequence[np.ndarray], spacing: np.ndarray) -> np.ndarr
     return np.sqrt(sq)
 
 
-def _nearest_distances(source: _Surface, query_flat: np.ndarray, geometry: _Geometry) -> np.ndarray:
-    """Distance (mm) from each corner ``query_flat`` to the nearest border corner of ``source``.
+@dataclass(frozen=True, eq=False)
+class _Nearest:
+    """Where the nearest border corner of the other surface is, for each query corner.
+
+    ``offset``: the index of the query's first hit in the geometry's offset table (its distance is
+    ``offset_distances[offset]``), or -1 where the table holds none; those queries, at ``far_at``, have the
+    distances ``far`` (mm) from the k-d tree.
+    """
+
+    offset: np.ndarray
+    far_at: np.ndarray
+    far: np.ndarray
+
+    def distances(self, geometry: _Geometry) -> np.ndarray:
+        """Distance (mm) of every query, float64."""
+        out = geometry.offset_distances[self.offset]
+        out[self.far_at] = self.far
+        return out
+
+
+def _nearest(source: _Surface, query_flat: np.ndarray, geometry: _Geometry) -> _Nearest:
+    """The nearest border corner of ``source`` for each corner ``query_flat`` (see :class:`_Nearest`).
 
     Tries the geometry's offsets nearest first and keeps each query's first hit: the exact minimum over all
     corners, since every offset left out is farther than the last one tried. Past the first ``_OFFSET_CHEAP``
@@ -890,7 +903,7 @@ def _nearest_distances(source: _Surface, query_flat: np.ndarray, geometry: _Geom
     Queries without a hit go to :func:`_kdtree_distances`.
     """
     deltas, grid, sink = source.deltas, source.grid, source.sink
-    out = np.empty(query_flat.size, dtype=np.float64)
+    offset = np.full(query_flat.size, -1, dtype=np.int64)
     pending, where = query_flat.copy(), np.arange(query_flat.size)
     parked, start = 0, 0
     while start < deltas.size and parked < pending.size:
@@ -903,18 +916,18 @@ def _nearest_distances(source: _Surface, query_flat: np.ndarray, geometry: _Geom
         width = max(1, _GATHER_BLOCK // pending.size)
         if width == 1:
             hit = np.flatnonzero(np.take(grid, pending + deltas[start]))
-            out[where[hit]] = geometry.offset_distances[start]
+            offset[where[hit]] = start
         else:
             block = deltas[start : start + width]
             hit, first = _first_hits(np.take(grid, pending[:, None] + block[None, :]))
-            out[where[hit]] = geometry.offset_distances[start + first]
+            offset[where[hit]] = start + first
         pending[hit] = sink
         parked += hit.size
         start += width
     live = pending != sink
-    if parked < pending.size:
-        out[where[live]] = _kdtree_distances(source.flat, pending[live], source.shape, geometry)
-    return out
+    far_at = where[live]
+    far = _kdtree_distances(source.flat, pending[live], source.shape, geometry) if far_at.size else np.zeros(0)
+    return _Nearest(offset, far_at, far)
 
 
 def _first_hits(hits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -935,7 +948,7 @@ def _first_hits(hits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def _kdtree_distances(
     source_flat: np.ndarray, query_flat: np.ndarray, shape: tuple[int, ...], geometry: _Geometry
 ) -> np.ndarray:
-    """Same as :func:`_nearest_distances`, by an exact k-d tree query over the corners ``source_flat``.
+    """Distance (mm) from each corner ``query_flat`` to the nearest of the corners ``source_flat`` (a k-d tree).
 
     The distance is recomputed from the integer offset to the nearest corner with the formula of the offset
     table (original axis order), so both paths return identical values.
@@ -973,19 +986,68 @@ def _window(source: np.ndarray, query: np.ndarray, spacing: np.ndarray) -> np.nd
     return source[np.all((source >= low) & (source <= high), axis=1)]
 
 
-def _directed_distances(
+def _surfaces(
     truth: np.ndarray, pred: np.ndarray, box: _Box, members: tuple, geometry: _Geometry
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(d_truth_to_pred, areas_truth, d_pred_to_truth, areas_pred) of ``members`` inside ``box``, surfels in
-    original C order."""
-    truth_surface = _surface(truth, box, members, geometry)
-    pred_surface = _surface(pred, box, members, geometry)
-    a_t, a_p = truth_surface.areas, pred_surface.areas
-    if not (a_t.size and a_p.size):  # at most one surface present: its distances are infinite
-        return np.full(a_t.size, np.inf), a_t, np.full(a_p.size, np.inf), a_p
-    d_tp = _nearest_distances(pred_surface, truth_surface.flat, geometry)
-    d_pt = _nearest_distances(truth_surface, pred_surface.flat, geometry)
-    return d_tp, a_t, d_pt, a_p
+) -> tuple[_Surface, _Surface]:
+    """The truth's and the prediction's :class:`_Surface` of ``members`` inside ``box``."""
+    return _surface(truth, box, members, geometry), _surface(pred, box, members, geometry)
+
+
+@dataclass(frozen=True, eq=False)
+class _Directed:
+    """The distances from the surfels of one surface to the other surface, as a histogram: ``values`` the distinct
+    distances present (mm, ascending), ``areas`` the surfel area (mm^2, 3D; mm, 2D) at each."""
+
+    values: np.ndarray
+    areas: np.ndarray
+
+
+def _directed(nearest: _Nearest, codes: np.ndarray, geometry: _Geometry) -> _Directed:
+    """The :class:`_Directed` histogram of the surfels with neighbourhood ``codes`` and their ``nearest``.
+
+    The surfels are counted per (distance, code), integers; each distance's area is then summed from those counts
+    in the order of the codes, so no sum depends on the order of the surfels: a Fortran- and a C-ordered pair of
+    maps, or a label scored in another thread, give the same bits, with no sort of the surfels.
+    """
+    n_codes = geometry.table.size
+    far_values, far_index = np.unique(nearest.far, return_inverse=True)
+    n_table = geometry.distinct_distances.size
+    values, rank = np.unique(np.concatenate([geometry.distinct_distances, far_values]), return_inverse=True)
+    surfel_rank = rank[:n_table][geometry.offset_rank][nearest.offset]  # offset -1: overwritten next
+    surfel_rank[nearest.far_at] = rank[n_table:][far_index]
+    counts = np.bincount(surfel_rank * n_codes + codes, minlength=values.size * n_codes)
+    pairs = np.flatnonzero(counts)
+    at = pairs // n_codes
+    areas = np.bincount(at, weights=counts[pairs] * geometry.table[pairs - at * n_codes], minlength=values.size)
+    present = np.unique(at)
+    return _Directed(values[present], areas[present])
+
+
+def _label_metrics(
+    truth: np.ndarray, pred: np.ndarray, box: _Box, members: tuple, geometry: _Geometry, tol: float, pct: float
+) -> dict[str, float]:
+    """HD, HD95, ASSD and NSD of ``members`` inside ``box`` (the empty-mask rules of the module docstring)."""
+    truth_surface, pred_surface = _surfaces(truth, pred, box, members, geometry)
+    if not (truth_surface.flat.size or pred_surface.flat.size):
+        return dict.fromkeys(_METRIC_KEYS, math.nan)
+    if not (truth_surface.flat.size and pred_surface.flat.size):
+        return {"hd": math.inf, "hd95": math.inf, "assd": math.inf, "nsd": 0.0}
+    tp = _directed(_nearest(pred_surface, truth_surface.flat, geometry), truth_surface.codes, geometry)
+    pt = _directed(_nearest(truth_surface, pred_surface.flat, geometry), pred_surface.codes, geometry)
+    total = float(np.sum(tp.areas) + np.sum(pt.areas))
+    return {
+        "hd": float(max(tp.values[-1], pt.values[-1])),
+        "hd95": max(_robust_hausdorff(tp, pct), _robust_hausdorff(pt, pct)),
+        "assd": float((np.sum(tp.values * tp.areas) + np.sum(pt.values * pt.areas)) / total),
+        "nsd": float((np.sum(tp.areas[tp.values <= tol]) + np.sum(pt.areas[pt.values <= tol])) / total),
+    }
+
+
+def _robust_hausdorff(directed: _Directed, percentile: float) -> float:
+    """The smallest distance whose cumulative area fraction (distances ascending) reaches ``percentile / 100``."""
+    cumulative = np.cumsum(directed.areas) / np.sum(directed.areas)
+    idx = int(np.searchsorted(cumulative, percentile / 100.0))
+    return float(directed.values[min(idx, directed.values.size - 1)])
 
 
 def _sort_pairs(distances: np.ndarray, areas: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -993,52 +1055,12 @@ def _sort_pairs(distances: np.ndarray, areas: np.ndarray) -> tuple[np.ndarray, n
     return distances[order], areas[order]
 
 
-def _robust_hausdorff_directed(distances: np.ndarray, areas: np.ndarray, percentile: float) -> float:
-    # the order of tied distances does not change the selected distance
-    order = np.argsort(distances, kind="stable")
-    d, a = distances[order], areas[order]
-    cumulative = np.cumsum(a) / np.sum(a)
-    idx = int(np.searchsorted(cumulative, percentile / 100.0))
-    return float(d[min(idx, d.size - 1)])
-
-
-def _weighted_sum(distances: np.ndarray, areas: np.ndarray) -> float:
-    """``sum(distances * areas)`` by numpy's pairwise summation in surfel order: the same bits on every machine.
-
-    Not ``np.dot``: BLAS splits a long dot product across its threads, so its last bits depend on the thread
-    count, and OpenBLAS's spinning threads cost more CPU than the whole sum.
-    """
-    return float(np.sum(distances * areas))
-
-
 def _weighted_mean(distances: np.ndarray, areas: np.ndarray) -> float:
+    """``sum(distances * areas) / sum(areas)`` by numpy's pairwise summation (not BLAS, whose last bits depend on
+    its thread count); NaN for empty arrays."""
     if distances.size == 0:
         return math.nan
-    return float(_weighted_sum(distances, areas) / np.sum(areas))
-
-
-def _summarise(
-    d_tp: np.ndarray,
-    a_t: np.ndarray,
-    d_pt: np.ndarray,
-    a_p: np.ndarray,
-    tolerance_mm: float,
-    percentile: float,
-) -> dict[str, float]:
-    if d_tp.size == 0 and d_pt.size == 0:
-        return dict.fromkeys(_METRIC_KEYS, math.nan)
-    if d_tp.size == 0 or d_pt.size == 0:
-        return {"hd": math.inf, "hd95": math.inf, "assd": math.inf, "nsd": 0.0}
-    total = float(np.sum(a_t) + np.sum(a_p))
-    return {
-        "hd": float(max(d_tp.max(), d_pt.max())),
-        "hd95": max(
-            _robust_hausdorff_directed(d_tp, a_t, percentile),
-            _robust_hausdorff_directed(d_pt, a_p, percentile),
-        ),
-        "assd": float((_weighted_sum(d_tp, a_t) + _weighted_sum(d_pt, a_p)) / total),
-        "nsd": float((np.sum(a_t[d_tp <= tolerance_mm]) + np.sum(a_p[d_pt <= tolerance_mm])) / total),
-    }
+    return float(np.sum(distances * areas) / np.sum(areas))
 
 
 def _select(results: dict[Label, dict[str, float]], key: str) -> dict[Label, float]:
