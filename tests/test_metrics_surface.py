@@ -228,9 +228,9 @@ def test_kdtree_window_of_far_queries(monkeypatch: pytest.MonkeyPatch) -> None:
     windows: list[tuple[int, int]] = []
     window = surface_mod._window
 
-    def spy(source: np.ndarray, query: np.ndarray, grid_spacing: np.ndarray) -> np.ndarray:
-        kept = window(source, query, grid_spacing)
-        windows.append((source.shape[0], kept.shape[0]))
+    def spy(source: np.ndarray, query: np.ndarray, shape: tuple[int, ...], grid_spacing: np.ndarray) -> np.ndarray:
+        kept = window(source, query, shape, grid_spacing)
+        windows.append((source.size, kept.shape[0]))
         return kept
 
     monkeypatch.setattr(surface_mod, "_window", spy)

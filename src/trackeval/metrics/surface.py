@@ -955,9 +955,8 @@ def _kdtree_distances(
     """
     from scipy.spatial import cKDTree
 
-    source = np.stack(np.unravel_index(source_flat, shape), axis=1)
     query = np.stack(np.unravel_index(query_flat, shape), axis=1)
-    source = _window(source, query, geometry.grid_spacing)
+    source = _window(source_flat, query, shape, geometry.grid_spacing)
     tree = cKDTree(source * geometry.grid_spacing, leafsize=32, balanced_tree=False, compact_nodes=False)
     _, nearest = tree.query(query * geometry.grid_spacing, k=1)
     offsets = source[nearest] - query
@@ -966,23 +965,30 @@ def _kdtree_distances(
     return _offset_norm(list(offsets.T), geometry.spacing)
 
 
-def _window(source: np.ndarray, query: np.ndarray, spacing: np.ndarray) -> np.ndarray:
-    """The rows of ``source`` (integer corners) that can be the nearest corner of some row of ``query``.
+def _window(source_flat: np.ndarray, query: np.ndarray, shape: tuple[int, ...], spacing: np.ndarray) -> np.ndarray:
+    """The corners of ``source_flat`` (ascending flat indices) that can be the nearest of some ``query`` corner.
 
-    The queries' box, widened on every side by an upper bound of their distances: the largest distance from a
-    query to an even sample of ``_WINDOW_SAMPLE`` source corners (the nearest corner is never farther than the
-    nearest sampled one), plus one corner for rounding. The k-d tree is then built over the window, not the whole
-    surface (the few queries that reach the tree usually lie in one region: building the tree over a whole large
-    organ's surface cost 0.07-0.17 CPU-s per UMD case). A surface of up to 4 samples' size is returned as it is.
+    Returns them as integer coordinates, ``(n, ndim)``: those in the queries' box widened on every side by an upper
+    bound of their distances (the largest distance from a query to an even sample of ``_WINDOW_SAMPLE`` source
+    corners: the nearest corner is never farther than the nearest sampled one) plus one corner for rounding. The
+    k-d tree is then built over the window, not the whole surface (the few queries that reach the tree usually lie
+    in one region: building the tree over a whole large organ's surface cost 0.07-0.17 CPU-s per UMD case). Only
+    the window's slab along the first axis is unravelled. A surface of up to 4 samples' size is returned whole.
     """
     from scipy.spatial import cKDTree
 
-    if source.shape[0] <= 4 * _WINDOW_SAMPLE:
-        return source
-    sample = source[:: source.shape[0] // _WINDOW_SAMPLE] * spacing
+    def coordinates(flat: np.ndarray) -> np.ndarray:
+        return np.stack(np.unravel_index(flat, shape), axis=1)
+
+    if source_flat.size <= 4 * _WINDOW_SAMPLE:
+        return coordinates(source_flat)
+    sample = coordinates(source_flat[:: source_flat.size // _WINDOW_SAMPLE]) * spacing
     bound, _ = cKDTree(sample, balanced_tree=False, compact_nodes=False).query(query * spacing, k=1)
     reach = np.ceil(float(bound.max()) / spacing).astype(np.int64) + 1
     low, high = query.min(axis=0) - reach, query.max(axis=0) + reach
+    slab = math.prod(shape[1:])
+    first, last = np.searchsorted(source_flat, [max(int(low[0]), 0) * slab, (int(high[0]) + 1) * slab])
+    source = coordinates(source_flat[first:last])
     return source[np.all((source >= low) & (source <= high), axis=1)]
 
 
