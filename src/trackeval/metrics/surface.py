@@ -605,7 +605,7 @@ def _union_label_boxes(truth: np.ndarray, pred: np.ndarray) -> dict[int, _Box]:
     from scipy import ndimage
 
     t, p = (a.view(np.uint8) if a.dtype == np.bool_ else a for a in (truth, pred))
-    if t.size and all(int(a.min()) >= 0 and int(a.max()) < 16 for a in (t, p)):
+    if t.size and all(int(a.max()) < 16 and (a.dtype.kind == "u" or int(a.min()) >= 0) for a in (t, p)):
         code = np.empty(t.shape, dtype=np.uint8)
         np.multiply(t, 16, out=code, casting="unsafe")  # values < 16: every cast here is exact
         np.add(code, p, out=code, casting="unsafe")
