@@ -126,16 +126,34 @@ def save(array: np.ndarray, affine: np.ndarray, path: Path) -> None:
     nib.save(img, path)
 
 
-def build_dataset(root: Path, n_cases: int) -> tuple[Path, Path]:
-    """Write ``root/gt`` (manifest.csv + label maps) and ``root/pred``; reuse them if built with the same inputs."""
-    stamp = {"cases": n_cases, "seed": SEED, "version": 1}
+def dataset_folders(root: Path, stamp: dict) -> tuple[Path, Path, bool]:
+    """``(root/gt, root/pred, ready)``: ``ready`` when ``root`` holds a data set built with ``stamp`` (reuse it);
+    otherwise both folders are made anew, empty, for :func:`finish_dataset`."""
     gt, pred = root / "gt", root / "pred"
     stamp_file = root / "stamp.json"
     if stamp_file.is_file() and json.loads(stamp_file.read_text()) == stamp:
-        return gt, pred
+        return gt, pred, True
     shutil.rmtree(root, ignore_errors=True)
     gt.mkdir(parents=True)
     pred.mkdir()
+    return gt, pred, False
+
+
+def finish_dataset(root: Path, rows: list[dict[str, str]], stamp: dict) -> None:
+    """Write ``root/gt/manifest.csv`` from ``rows``, then the stamp that marks the data set as complete."""
+    with open(root / "gt" / "manifest.csv", "w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    (root / "stamp.json").write_text(json.dumps(stamp))
+
+
+def build_dataset(root: Path, n_cases: int) -> tuple[Path, Path]:
+    """Write ``root/gt`` (manifest.csv + label maps) and ``root/pred``; reuse them if built with the same inputs."""
+    stamp = {"cases": n_cases, "seed": SEED, "version": 1}
+    gt, pred, ready = dataset_folders(root, stamp)
+    if ready:
+        return gt, pred
     truth, affine = full_resolution_truth()
     rows = []
     for subject in range(math.ceil(n_cases / 2)):
@@ -149,11 +167,7 @@ def build_dataset(root: Path, n_cases: int) -> tuple[Path, Path]:
             save(perturb(anatomy, rng, coarse, drop), affine, pred / f"{case_id}.nii.gz")
             rows.append({"case_id": case_id, "subject_id": f"s{subject:02d}", "modality": modality})
             print(f"  built {case_id}", flush=True)
-    with open(gt / "manifest.csv", "w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    stamp_file.write_text(json.dumps(stamp))
+    finish_dataset(root, rows, stamp)
     return gt, pred
 
 

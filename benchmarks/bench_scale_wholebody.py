@@ -30,8 +30,6 @@ part of the results).
 from __future__ import annotations
 
 import argparse
-import csv
-import json
 import math
 import os
 import shutil
@@ -45,6 +43,8 @@ from bench_e2e_umd import (
     SEED,
     Timing,
     _become_subreaper,
+    dataset_folders,
+    finish_dataset,
     full_resolution_truth,
     perturb,
     run_tree,
@@ -80,13 +80,9 @@ def half_resolution(affine: np.ndarray) -> np.ndarray:
 def build_dataset(root: Path, n_cases: int) -> tuple[Path, Path]:
     """Write ``root/gt`` (manifest.csv + label maps) and ``root/pred``; reuse them if built with the same inputs."""
     stamp = {"cases": n_cases, "seed": SEED, "slices": SLICES, "anatomies": ANATOMIES, "version": 1}
-    gt, pred = root / "gt", root / "pred"
-    stamp_file = root / "stamp.json"
-    if stamp_file.is_file() and json.loads(stamp_file.read_text()) == stamp:
+    gt, pred, ready = dataset_folders(root, stamp)
+    if ready:
         return gt, pred
-    shutil.rmtree(root, ignore_errors=True)
-    gt.mkdir(parents=True)
-    pred.mkdir()
     base, affine = whole_body_truth()
     anatomies = [base] + [warp(base, np.random.default_rng([SEED, 1000 + a])) for a in range(1, ANATOMIES)]
     rows = []
@@ -106,11 +102,7 @@ def build_dataset(root: Path, n_cases: int) -> tuple[Path, Path]:
             save(prediction, grid, pred / f"{case_id}.nii.gz")
             rows.append({"case_id": case_id, "subject_id": f"s{subject:03d}", "modality": modality})
             print(f"  built {case_id} {truth.shape}", flush=True)
-    with open(gt / "manifest.csv", "w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    stamp_file.write_text(json.dumps(stamp))
+    finish_dataset(root, rows, stamp)
     return gt, pred
 
 
