@@ -605,7 +605,7 @@ def _union_label_boxes(truth: np.ndarray, pred: np.ndarray) -> dict[int, _Box]:
     from scipy import ndimage
 
     t, p = (a.view(np.uint8) if a.dtype == np.bool_ else a for a in (truth, pred))
-    if t.size and all(int(a.max()) < 16 and (a.dtype.kind == "u" or int(a.min()) >= 0) for a in (t, p)):
+    if _small_ids(t) and _small_ids(p):
         code = np.empty(t.shape, dtype=np.uint8)
         np.multiply(t, 16, out=code, casting="unsafe")  # values < 16: every cast here is exact
         np.add(code, p, out=code, casting="unsafe")
@@ -617,6 +617,11 @@ def _union_label_boxes(truth: np.ndarray, pred: np.ndarray) -> dict[int, _Box]:
         for label in {first, second} - {0}:
             united.setdefault(label, []).append(box)
     return {label: box for label in sorted(united) if (box := _union_box(united[label])) is not None}
+
+
+def _small_ids(arr: np.ndarray) -> bool:
+    """Whether every value of a non-empty map lies in 0..15 (one max pass; a min pass too for signed dtypes)."""
+    return arr.size > 0 and int(arr.max()) < 16 and (arr.dtype.kind == "u" or int(arr.min()) >= 0)
 
 
 def _box_for(truth: np.ndarray, pred: np.ndarray, boxes: dict[int, _Box], label_id: int) -> _Box | None:
