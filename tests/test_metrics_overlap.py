@@ -197,6 +197,7 @@ def test_many_chunks_and_sparse_histogram(monkeypatch: pytest.MonkeyPatch, n_lab
     the odd one alone), 30 int16 codes (900 bins),
     both counted by np.bincount; 300 the sparse histogram (90000 bins > CHUNK)."""
     monkeypatch.setattr(overlap, "CHUNK", 1000)
+    monkeypatch.setattr(overlap, "_PAIRED_MIN", 2)  # the pair counting of large chunks, on tiny ones
     rng = np.random.default_rng(n_labels)
     pred, truth = _random_maps(rng, (33, 31, 7), n_labels)
     values, matrix = confusion_matrix(pred.astype(np.int16), truth.astype(np.int16))
