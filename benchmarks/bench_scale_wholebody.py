@@ -43,6 +43,7 @@ from bench_e2e_umd import (
     SEED,
     Timing,
     _become_subreaper,
+    build_apart,
     dataset_folders,
     finish_dataset,
     full_resolution_truth,
@@ -106,13 +107,6 @@ def build_dataset(root: Path, n_cases: int) -> tuple[Path, Path]:
     return gt, pred
 
 
-def dask_cmd(gt: Path, pred: Path, out: Path, workers: int) -> list[str]:
-    """``trackeval evaluate umd`` on a LocalCluster of ``workers`` processes that trackeval starts."""
-    cmd = trackeval_cmd(gt, pred, out, workers, None)
-    cmd[cmd.index("processes")] = "dask"
-    return cmd
-
-
 def _row(name: str, t: Timing, n: int, arrays_mib: float) -> str:
     per_cpu_min = n / (t.cpu_s / 60)
     per_wall_min = n / (t.wall_s / 60)
@@ -135,7 +129,7 @@ def main() -> None:
     if not _become_subreaper():
         print("warning: cannot become a child subreaper; a worker's CPU time may be missed")
     print(f"building / reusing {args.cases} whole-body-sized cases in {args.data}", flush=True)
-    gt, pred = build_dataset(args.data, args.cases)
+    gt, pred = build_apart(build_dataset, args.data, args.cases)
     n = args.cases
     arrays_mib = 2 * 512 * 512 * SLICES / 2**20  # the two decoded uint8 arrays of a CT case
     print(f"{n} cases (CT 512 x 512 x {SLICES}, PET 256 x 256 x {SLICES // 2}); {os.cpu_count()} CPUs")
@@ -151,7 +145,7 @@ def main() -> None:
             if count != n and dask:
                 continue
             out = work / f"{name.replace(' ', '-').replace('=', '')}-{count}"
-            cmd = dask_cmd(g, p, out, workers) if dask else trackeval_cmd(g, p, out, workers, None)
+            cmd = trackeval_cmd(g, p, out, workers, None, "dask" if dask else "processes")
             print(f"  running {name}, {count} cases ...", flush=True)
             runs[f"{name}, {count} cases"] = (run_tree(cmd)[0], out, count)
 
