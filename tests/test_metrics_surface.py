@@ -157,14 +157,13 @@ def _no_kdtree(*_args: object) -> np.ndarray:
 
 
 def _use_path(monkeypatch: pytest.MonkeyPatch, path: str) -> None:
-    """``offsets``: the offset table covers every distance, no k-d tree; ``kdtree``: every search by the tree."""
+    """``offsets``: the offset table covers every distance, no k-d tree; ``kdtree``: every search by the tree but
+    those at distance 0 (the table holds only the zero offset)."""
     if path == "offsets":
         monkeypatch.setattr(surface_mod, "_OFFSET_BUDGET", 10**6)
-        monkeypatch.setattr(surface_mod, "_OFFSET_CHEAP", 10**9)
         monkeypatch.setattr(surface_mod, "_kdtree_distances", _no_kdtree)
     elif path == "kdtree":
-        monkeypatch.setattr(surface_mod, "_OFFSET_CHEAP", 0)
-        monkeypatch.setattr(surface_mod, "_KDTREE_BUILD_COST", 0)
+        monkeypatch.setattr(surface_mod, "_OFFSET_BUDGET", 1)
 
 
 @pytest.mark.parametrize(("shape", "spacing", "n_labels"), CASES)
@@ -328,18 +327,38 @@ def test_pair_code_boxes_and_per_map_boxes_agree() -> None:
     _assert_identical({label - 16: values for label, values in large.items()}, small)
 
 
-def test_bool_maps_and_generic_code_path(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_bool_maps() -> None:
     rng = np.random.default_rng(11)
     truth = _ball((30, 26), np.array([14.0, 12.0]), np.array([8.0, 5.0]))
     pred = truth ^ (rng.random(truth.shape) < 0.03)
     spacing = (0.9, 1.7)
     expected = _reference_metrics(pred.astype(np.uint8), truth.astype(np.uint8), spacing, (1,), 1.1, 95.0)
     _assert_metrics_close(surface_metrics(pred, truth, spacing, tolerance_mm=1.1)[1], expected)
-    # the non-separable fallback for the neighbourhood code gives the same answer
-    geometry = surface_mod._Geometry(spacing, False, surface_mod._OFFSET_BUDGET)
-    geometry.factors = None
-    monkeypatch.setattr(surface_mod._Geometry, "get", staticmethod(lambda *_args: geometry))
-    _assert_metrics_close(surface_metrics(pred, truth, spacing, tolerance_mm=1.1)[1], expected)
+
+
+@pytest.mark.parametrize(("shape", "flip"), [((9, 7), False), ((9, 7), True), ((6, 9, 5), False), ((6, 9, 5), True)])
+def test_surface_codes_equal_the_padded_convolution(shape: tuple[int, ...], flip: bool) -> None:
+    """The compiled neighbourhood codes and border corners of a crop equal ``sum_o kernel[o] * padded[i + o]``
+    over the crop zero-padded by the search radius (the definition), and the border corners are the corners
+    with ``0 < code < full``."""
+    rng = np.random.default_rng(len(shape) + flip)
+    arr = rng.integers(0, 3, size=(12, 11, 10)[: len(shape)], dtype=np.uint8)
+    box = tuple(slice(1, 1 + n) for n in shape)
+    spacing = (0.8, 1.3, 2.1)[: len(shape)]
+    geometry = surface_mod._Geometry(spacing, flip, 40)
+    kernel = surface_mod._ENCODING_KERNEL[len(shape)]
+    kernel = kernel.T if flip else kernel
+    padded = np.pad(np.isin(arr[box], (1, 2)), [(p, p) for p in geometry.pad]).astype(np.int64)
+    expected = np.zeros(tuple(n - 1 for n in padded.shape), dtype=np.int64)
+    for offset in np.ndindex(kernel.shape):
+        expected += kernel[offset] * padded[tuple(slice(o, o + n) for o, n in zip(offset, expected.shape))]
+    surface = surface_mod._surface(arr, box, (1, 2), geometry)
+    assert surface.shape == expected.shape
+    border = (expected > 0) & (expected < kernel.sum())
+    np.testing.assert_array_equal(surface.grid, border.ravel())
+    np.testing.assert_array_equal(surface.flat, np.flatnonzero(border))
+    np.testing.assert_array_equal(surface.codes, expected.ravel()[surface.flat])
+    assert 0 < surface.flat.size < border.size  # a non-trivial mask
 
 
 # --------------------------------------------------------------------------- DeepMind published vectors

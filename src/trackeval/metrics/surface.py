@@ -68,9 +68,9 @@ its member ids) is processed inside the union box of its truth and prediction
 boxes. The nearest border corner of the other surface is searched exactly on the
 integer corner grid: the offsets to try are the ``_OFFSET_BUDGET`` grid offsets
 nearest to the origin, sorted by their distance, and each surfel takes the first
-offset that lands on a border corner of the other mask (a vectorised gather per
-block of offsets; most surfels of a plausible prediction stop within a few
-offsets). Surfels with no border corner within that radius (rare) are answered by
+offset that lands on a border corner of the other mask (a compiled loop per
+surfel, :mod:`trackeval.metrics.compiled`; most surfels of a plausible
+prediction stop within a few offsets). Surfels with no border corner within that radius (rare) are answered by
 an exact ``scipy.spatial.cKDTree`` query, over the window of the other surface that
 can hold their nearest corners. The crop is padded by the search radius,
 so memory is bounded by the largest crop, never the volume.
@@ -120,19 +120,12 @@ Label = int | tuple[int, ...]
 # maximum (or with negative ids) the ids are compacted with np.unique first.
 _MAX_DIRECT_ID = 1 << 16
 
-# Grid offsets in the search table, nearest first (a radius of about 6.6 mm for
-# 0.7 x 0.7 x 2.5 mm CT voxels); the crop is padded by that radius. 512 to 4096
-# measured alike; the smaller pad keeps the crops small.
-_OFFSET_BUDGET = 1024
-
-# After this many offsets, the surfels still without a hit continue through the
-# table only while that costs less than a k-d tree over the other surface; the
-# tree's build costs about this many gathers per surfel.
-_OFFSET_CHEAP = 512
-_KDTREE_BUILD_COST = 50
-
-# Elements gathered per vectorised step of the offset search.
-_GATHER_BLOCK = 1 << 16
+# Grid offsets in the search table, nearest first (a radius of about 8.4 mm for
+# 0.7 x 0.7 x 2.5 mm CT voxels); the crop is padded by that radius. Surfels
+# farther than that go to the k-d tree: on the 6 UMD cases of the end-to-end
+# benchmark 1024 offsets left up to 12,613 per case there (0.14 CPU-s), 2048
+# about 1,000 (0.02 CPU-s); 4096 and 8192 cost as much in larger crops.
+_OFFSET_BUDGET = 2048
 
 # Source corners sampled to bound the window the k-d tree fallback is built over (see _window).
 _WINDOW_SAMPLE = 1024
@@ -598,18 +591,14 @@ def _mask_box(mask: np.ndarray) -> _Box | None:
 def _union_label_boxes(truth: np.ndarray, pred: np.ndarray) -> dict[int, _Box]:
     """The box of every non-zero id over both maps (of the voxels where either map has it), sorted by id.
 
-    Ids below 16 in both maps (UMD's 13 organs, most anatomy maps): one ``find_objects`` pass over the pair code
-    ``truth * 16 + pred`` (uint8), whose boxes are united per id (0.085 instead of 0.143 CPU-s for two passes
-    over a 512 x 512 x 133 pair); otherwise one pass per map.
+    Ids below 16 in both maps (UMD's 13 organs, most anatomy maps): the boxes of the pair code ``truth * 16 +
+    pred`` (uint8) in one compiled pass (:func:`trackeval.metrics.compiled.value_boxes`), united per id (0.04
+    instead of 0.143 CPU-s for two ``find_objects`` passes over a 512 x 512 x 133 pair); otherwise one
+    ``find_objects`` pass per map.
     """
-    from scipy import ndimage
-
     t, p = (a.view(np.uint8) if a.dtype == np.bool_ else a for a in (truth, pred))
     if _small_ids(t) and _small_ids(p):
-        code = np.empty(t.shape, dtype=np.uint8)
-        np.multiply(t, 16, out=code, casting="unsafe")  # values < 16: every cast here is exact
-        np.add(code, p, out=code, casting="unsafe")
-        parts = [(i >> 4, i & 15, box) for i, box in enumerate(ndimage.find_objects(code), start=1) if box is not None]
+        parts = [(code >> 4, code & 15, box) for code, box in _pair_code_boxes(t, p)]
     else:
         parts = [(i, 0, box) for a in (t, p) for i, box in _label_boxes(a).items()]
     united: dict[int, list[_Box]] = {}
@@ -617,6 +606,24 @@ def _union_label_boxes(truth: np.ndarray, pred: np.ndarray) -> dict[int, _Box]:
         for label in {first, second} - {0}:
             united.setdefault(label, []).append(box)
     return {label: box for label in sorted(united) if (box := _union_box(united[label])) is not None}
+
+
+def _pair_code_boxes(truth: np.ndarray, pred: np.ndarray) -> list[tuple[int, _Box]]:
+    """``(code, box)`` of every non-zero pair code ``truth * 16 + pred`` present (both maps' values below 16)."""
+    from trackeval.metrics import compiled
+
+    code = np.empty(truth.shape, dtype=np.uint8)
+    np.multiply(truth, 16, out=code, casting="unsafe")  # values < 16: every cast here is exact
+    np.add(code, pred, out=code, casting="unsafe")
+    bounds = np.zeros((256, 6), dtype=np.int64)
+    bounds[:, :3] = np.iinfo(np.int64).max
+    compiled.value_boxes(code.reshape((1,) * (3 - code.ndim) + code.shape), bounds)
+    keep = 3 - code.ndim  # the axes of the map among the three of the pass
+    return [
+        (value, tuple(slice(int(lo), int(hi)) for lo, hi in zip(row[keep:3], row[3 + keep :], strict=True)))
+        for value, row in enumerate(bounds)
+        if value and row[3] > 0
+    ]
 
 
 def _small_ids(arr: np.ndarray) -> bool:
@@ -638,16 +645,16 @@ def _union_box(boxes: list[_Box | None]) -> _Box | None:
     return tuple(slice(min(b[ax].start for b in present), max(b[ax].stop for b in present)) for ax in range(ndim))
 
 
-def _padded_mask(arr: np.ndarray, box: _Box, members: tuple, pad: tuple[int, ...]) -> np.ndarray:
-    """C-contiguous binary mask of ``members`` inside ``box``, zero-padded by ``pad[ax]`` voxels on both sides."""
+def _bordered_mask(arr: np.ndarray, box: _Box, members: tuple) -> np.ndarray:
+    """C-contiguous binary mask of ``members`` inside ``box``, with a zero border of one voxel on every side."""
     sub = arr[box]
-    padded = np.zeros(tuple(n + 2 * p for n, p in zip(sub.shape, pad, strict=True)), dtype=np.bool_)
-    inner = padded[tuple(slice(p, p + n) for n, p in zip(sub.shape, pad, strict=True))]
+    bordered = np.zeros(tuple(n + 2 for n in sub.shape), dtype=np.bool_)
+    inner = bordered[tuple(slice(1, 1 + n) for n in sub.shape)]
     if len(members) == 1:
         np.equal(sub, members[0], out=inner)
     else:
         inner[...] = np.isin(sub, members)
-    return padded
+    return bordered
 
 
 # --------------------------------------------------------------------------- surfel areas
@@ -747,9 +754,9 @@ def _area_table(spacing: tuple[float, ...]) -> np.ndarray:
 class _Geometry:
     """Spacing-dependent constants, for arrays processed as given (``flip`` False) or transposed (True).
 
-    ``spacing``, the area table and the search offsets' distances are in the original axis order; ``kernel``,
-    ``factors``, ``offsets``, ``grid_spacing`` and ``pad`` in the working (possibly transposed) one, so every
-    neighbourhood code and distance equals the one of the untransposed arrays.
+    ``spacing``, the area table and the search offsets' distances are in the original axis order; ``weights``
+    (the neighbourhood-code weights), ``offsets``, ``grid_spacing`` and ``pad`` in the working (possibly
+    transposed) one, so every neighbourhood code and distance equals the one of the untransposed arrays.
     """
 
     def __init__(self, spacing: tuple[float, ...], flip: bool, budget: int) -> None:
@@ -759,9 +766,11 @@ class _Geometry:
         self.flip = flip
         self.table = _area_table(spacing)
         kernel = _ENCODING_KERNEL[ndim]
-        self.kernel = kernel.T if flip else kernel
         self.full_code = int(kernel.sum())
-        self.factors = _separable_factors(self.kernel)
+        working = kernel.T if flip else kernel
+        # 2 x 2 x 2 uint8, flat, as compiled.neighbour_codes takes them; a 2D kernel's second plane weighs 0
+        weights = working if ndim == 3 else np.stack([working, np.zeros_like(working)])
+        self.weights = np.ascontiguousarray(weights, dtype=np.uint8).ravel()
         offsets, self.offset_distances = _search_offsets(self.spacing, budget)
         # the table's distinct distances, ascending, and each offset's position among them
         self.distinct_distances, self.offset_rank = np.unique(self.offset_distances, return_inverse=True)
@@ -794,76 +803,46 @@ def _search_offsets(spacing: np.ndarray, budget: int) -> tuple[np.ndarray, np.nd
     return grid[keep], distances[keep]
 
 
-def _separable_factors(kernel: np.ndarray) -> tuple[int, ...] | None:
-    """Per-axis factors q with ``kernel[o] == prod(q[ax] ** (1 - o[ax]))``, if the kernel has that form."""
-    ndim = kernel.ndim
-    if kernel[(1,) * ndim] != 1:
-        return None
-    factors = []
-    for ax in range(ndim):
-        idx = [1] * ndim
-        idx[ax] = 0
-        factors.append(int(kernel[tuple(idx)]))
-    for offset in np.ndindex(kernel.shape):
-        expected = math.prod(q ** (1 - o) for q, o in zip(factors, offset, strict=True))
-        if kernel[offset] != expected:
-            return None
-    return tuple(factors)
-
-
-def _neighbour_code(padded: np.ndarray, geometry: _Geometry) -> np.ndarray:
-    """``code[i] = sum_o kernel[o] * padded[i + o]`` on the corner grid (shape ``padded.shape - 1``)."""
-    u = padded.view(np.uint8)
-    ndim = u.ndim
-    if geometry.factors is not None:  # separable: one shift-and-add per axis
-        code = u
-        for ax, q in enumerate(geometry.factors):
-            low = [slice(None)] * ndim
-            high = [slice(None)] * ndim
-            low[ax] = slice(0, -1)
-            high[ax] = slice(1, None)
-            nxt = code[tuple(low)] * np.uint8(q)
-            nxt += code[tuple(high)]
-            code = nxt
-        return code
-    code = np.zeros(tuple(s - 1 for s in u.shape), dtype=np.uint8)
-    for offset in np.ndindex(geometry.kernel.shape):
-        window = tuple(slice(o, o + n) for o, n in zip(offset, code.shape, strict=True))
-        code += u[window] * np.uint8(geometry.kernel[offset])
-    return code
-
-
 @dataclass(frozen=True, eq=False)
 class _Surface:
     """The border corners of one mask on the corner grid of its padded crop (C order, shape ``shape``).
 
-    ``grid`` is the flat border-corner mask followed by a tail of ``False``: ``grid[sink + delta]`` is ``False``
-    for every search offset ``delta`` in ``deltas`` (flat offsets on this grid), so a search can park a finished
-    query on ``sink``. ``flat`` holds the border corners' flat indices (ascending), ``codes`` their neighbourhood
-    codes (the index of their surfel area in the geometry's table).
+    ``grid`` is the flat border-corner mask and ``deltas`` the search offsets as flat offsets on this grid (every
+    border corner plus every offset lies inside it: the crop is padded by the search radius). ``flat`` holds the
+    border corners' flat indices (ascending), ``codes`` their neighbourhood codes (the index of their surfel area
+    in the geometry's table).
     """
 
     grid: np.ndarray
     shape: tuple[int, ...]
     deltas: np.ndarray
-    sink: int
     flat: np.ndarray
     codes: np.ndarray
 
 
 def _surface(arr: np.ndarray, box: _Box, members: tuple, geometry: _Geometry) -> _Surface:
-    """The :class:`_Surface` of ``members`` of ``arr`` inside ``box``; the padded mask is dropped once coded."""
-    code = _neighbour_code(_padded_mask(arr, box, members, geometry.pad), geometry)
-    shape = code.shape
+    """The :class:`_Surface` of ``members`` of ``arr`` inside ``box``.
+
+    The corner grid is that of the crop padded by ``geometry.pad`` voxels on every side (so that the search
+    offsets of every border corner stay inside it); only the corners next to the crop can be border corners,
+    and only those are coded (:func:`trackeval.metrics.compiled.neighbour_codes`).
+    """
+    from trackeval.metrics import compiled
+
+    mask = _bordered_mask(arr, box, members)
+    shape = tuple(n - 2 + 2 * p - 1 for n, p in zip(mask.shape, geometry.pad, strict=True))
+    codes = np.zeros(shape, dtype=np.uint8)
+    grid = np.zeros(shape, dtype=np.bool_)
+    corner = np.array([p - 1 for p in geometry.pad], dtype=np.int64)
+    if mask.ndim == 2:  # a plane of 3D corners whose second plane of voxels has no weight
+        mask, codes3, grid3, corner = np.stack([mask, mask]), codes[None], grid[None], np.concatenate([[0], corner])
+    else:
+        codes3, grid3 = codes, grid
+    compiled.neighbour_codes(mask.view(np.uint8), geometry.weights, geometry.full_code, corner, codes3, grid3.view(np.uint8))
     strides = np.array([math.prod(shape[ax + 1 :]) for ax in range(len(shape))], dtype=np.int64)
-    deltas = geometry.offsets @ strides
-    reach = int(np.abs(deltas).max())
-    grid = np.zeros(code.size + 2 * reach + 1, dtype=np.bool_)
-    codes = code.ravel()
-    codes -= np.uint8(1)  # in place, 0 wraps to 255: border corners (0 < code < full) become 0..full-2
-    np.less(codes, geometry.full_code - 1, out=grid[: code.size])
-    flat = np.flatnonzero(grid[: code.size])
-    return _Surface(grid, shape, deltas, code.size + reach, flat, codes[flat] + np.uint8(1))
+    grid = grid.ravel()
+    flat = np.flatnonzero(grid)
+    return _Surface(grid, shape, geometry.offsets @ strides, flat, codes.ravel()[flat])
 
 
 def _offset_norm(offsets: Sequence[np.ndarray], spacing: np.ndarray) -> np.ndarray:
@@ -899,55 +878,18 @@ class _Nearest:
 def _nearest(source: _Surface, query_flat: np.ndarray, geometry: _Geometry) -> _Nearest:
     """The nearest border corner of ``source`` for each corner ``query_flat`` (see :class:`_Nearest`).
 
-    Tries the geometry's offsets nearest first and keeps each query's first hit: the exact minimum over all
-    corners, since every offset left out is farther than the last one tried. Past the first ``_OFFSET_CHEAP``
-    offsets the search stops early when the rest of the table would cost more than a k-d tree over the source's
-    corners (``_KDTREE_BUILD_COST``). While many queries are pending, one offset is tried per vectorised
-    gather; a query that hits is parked on the source's sink and the pending list is compacted only when half
-    of it is parked. Few pending queries try a block of offsets per gather (about ``_GATHER_BLOCK`` elements).
-    Queries without a hit go to :func:`_kdtree_distances`.
+    Each query tries the geometry's offsets nearest first and stops at its first hit (a compiled loop,
+    :func:`trackeval.metrics.compiled.first_hits`): the exact minimum over all corners, since every offset left
+    out is farther than the last one tried. Most surfels of a plausible prediction stop within a few offsets.
+    Queries without a hit in the table go to :func:`_kdtree_distances`.
     """
-    deltas, grid, sink = source.deltas, source.grid, source.sink
-    offset = np.full(query_flat.size, -1, dtype=np.int64)
-    pending, where = query_flat.copy(), np.arange(query_flat.size)
-    parked, start = 0, 0
-    while start < deltas.size and parked < pending.size:
-        n_live = pending.size - parked
-        if start >= _OFFSET_CHEAP and n_live * (deltas.size - start) > _KDTREE_BUILD_COST * source.flat.size:
-            break
-        if 2 * parked > pending.size:
-            live = pending != sink
-            pending, where, parked = pending[live], where[live], 0
-        width = max(1, _GATHER_BLOCK // pending.size)
-        if width == 1:
-            hit = np.flatnonzero(np.take(grid, pending + deltas[start]))
-            offset[where[hit]] = start
-        else:
-            block = deltas[start : start + width]
-            hit, first = _first_hits(np.take(grid, pending[:, None] + block[None, :]))
-            offset[where[hit]] = start + first
-        pending[hit] = sink
-        parked += hit.size
-        start += width
-    live = pending != sink
-    far_at = where[live]
-    far = _kdtree_distances(source.flat, pending[live], source.shape, geometry) if far_at.size else np.zeros(0)
+    from trackeval.metrics import compiled
+
+    offset = np.empty(query_flat.size, dtype=np.int64)
+    compiled.first_hits(source.grid, query_flat, source.deltas, offset)
+    far_at = np.flatnonzero(offset < 0)
+    far = _kdtree_distances(source.flat, query_flat[far_at], source.shape, geometry) if far_at.size else np.zeros(0)
     return _Nearest(offset, far_at, far)
-
-
-def _first_hits(hits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(rows, columns)``: the rows of a 2D bool array with a True, and the column of each row's first True.
-
-    From the sorted flat positions of the Trues (a row's first is where the row changes): linear in the Trues,
-    where ``argmax(axis=1)`` loops over the (short) rows one call each (measured 1.4x slower for the whole search).
-    """
-    pos = np.flatnonzero(hits)
-    rows = pos // hits.shape[1]
-    first = np.empty(rows.size, dtype=np.bool_)
-    first[:1] = True
-    np.not_equal(rows[1:], rows[:-1], out=first[1:])
-    rows = rows[first]
-    return rows, pos[first] - rows * hits.shape[1]
 
 
 def _kdtree_distances(
