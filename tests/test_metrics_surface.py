@@ -351,7 +351,7 @@ def test_surface_codes_equal_the_padded_convolution(shape: tuple[int, ...], flip
     padded = np.pad(np.isin(arr[box], (1, 2)), [(p, p) for p in geometry.pad]).astype(np.int64)
     expected = np.zeros(tuple(n - 1 for n in padded.shape), dtype=np.int64)
     for offset in np.ndindex(kernel.shape):
-        expected += kernel[offset] * padded[tuple(slice(o, o + n) for o, n in zip(offset, expected.shape))]
+        expected += kernel[offset] * padded[tuple(slice(o, o + n) for o, n in zip(offset, expected.shape, strict=True))]
     surface = surface_mod._surface(arr, box, (1, 2), geometry)
     assert surface.shape == expected.shape
     border = (expected > 0) & (expected < kernel.sum())

@@ -62,7 +62,8 @@ def neighbour_codes(mask, weights, full, corner, codes, border):  # type: ignore
     """
     c0, c1, c2 = corner[0], corner[1], corner[2]
     n0, n1, n2 = mask.shape[0] - 1, mask.shape[1] - 1, mask.shape[2] - 1
-    w0, w1, w2, w3, w4, w5, w6, w7 = weights[0], weights[1], weights[2], weights[3], weights[4], weights[5], weights[6], weights[7]
+    w0, w1, w2, w3 = weights[0], weights[1], weights[2], weights[3]
+    w4, w5, w6, w7 = weights[4], weights[5], weights[6], weights[7]
     one = np.uint8(1)
     inside = np.uint8(full - 1)  # code - 1 < full - 1 in uint8 (0 wraps to 255): 0 < code < full
     for i in range(n0):
@@ -72,8 +73,14 @@ def neighbour_codes(mask, weights, full, corner, codes, border):  # type: ignore
             out_border = border[c0 + i, c1 + j, c2:]
             for k in range(n2):
                 code = np.uint8(
-                    w0 * r0[k] + w1 * r0[k + 1] + w2 * r1[k] + w3 * r1[k + 1]
-                    + w4 * r2[k] + w5 * r2[k + 1] + w6 * r3[k] + w7 * r3[k + 1]
+                    w0 * r0[k]
+                    + w1 * r0[k + 1]
+                    + w2 * r1[k]
+                    + w3 * r1[k + 1]
+                    + w4 * r2[k]
+                    + w5 * r2[k + 1]
+                    + w6 * r3[k]
+                    + w7 * r3[k + 1]
                 )
                 out_code[k] = code
                 out_border[k] = np.uint8(code - one) < inside

@@ -838,7 +838,9 @@ def _surface(arr: np.ndarray, box: _Box, members: tuple, geometry: _Geometry) ->
         mask, codes3, grid3, corner = np.stack([mask, mask]), codes[None], grid[None], np.concatenate([[0], corner])
     else:
         codes3, grid3 = codes, grid
-    compiled.neighbour_codes(mask.view(np.uint8), geometry.weights, geometry.full_code, corner, codes3, grid3.view(np.uint8))
+    compiled.neighbour_codes(
+        mask.view(np.uint8), geometry.weights, geometry.full_code, corner, codes3, grid3.view(np.uint8)
+    )
     strides = np.array([math.prod(shape[ax + 1 :]) for ax in range(len(shape))], dtype=np.int64)
     grid = grid.ravel()
     flat = np.flatnonzero(grid)
