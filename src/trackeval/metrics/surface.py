@@ -61,9 +61,9 @@ Relation to MONAI:
   ``sqrt(sum(spacing**2))``; no such bound holds for HD95.
 
 Implementation: the metrics never one-hot the volume and never run a distance
-transform. The bounding box of every label is found in one
-``scipy.ndimage.find_objects`` pass (over the pair code ``truth * 16 + pred`` when
-every id is below 16, else one pass per map); each label (or region, the union of
+transform. The bounding box of every label is found in one pass: a compiled
+scan of the runs of the pair code ``truth * 16 + pred`` when every id is below
+16, else one ``scipy.ndimage.find_objects`` pass per map; each label (or region, the union of
 its member ids) is processed inside the union box of its truth and prediction
 boxes. The nearest border corner of the other surface is searched exactly on the
 integer corner grid: the offsets to try are the ``_OFFSET_BUDGET`` grid offsets
