@@ -312,19 +312,28 @@ def test_negative_and_large_ids_and_background_label(offset: int) -> None:
     assert set(surface_metrics(pred, truth, spacing)) == set(np.unique(np.r_[truth.ravel(), pred.ravel()])) - {0}
 
 
-def test_pair_code_boxes_and_per_map_boxes_agree() -> None:
-    """Ids below 16 in both maps are boxed from the pair code ``truth * 16 + pred``, larger ones map by map:
-    bit-identical values, and the same labels (those present in either map)."""
+@pytest.mark.parametrize("shift", [0, 240])
+def test_compiled_union_boxes_and_per_map_boxes_agree(shift: int) -> None:
+    """uint8 maps are boxed in one compiled pass over both, other dtypes map by map (``find_objects``):
+    bit-identical values and the same labels (those present in either map), for ids up to 255."""
     rng = np.random.default_rng(5)
     truth = _random_label_map(rng, (18, 20, 14), 6)
     pred = _perturb(rng, truth)
     pred[pred == 2] = 0  # label 2 in the truth only
     truth[truth == 5] = 0  # label 5 in the prediction only
+    truth, pred = (np.where(a > 0, a + shift, 0).astype(np.uint8) for a in (truth, pred))
     spacing = (1.0, 1.4, 0.6)
-    small = surface_metrics(pred, truth, spacing)
-    assert {2, 5} <= set(small)
-    large = surface_metrics(np.where(pred > 0, pred + 16, 0), np.where(truth > 0, truth + 16, 0), spacing)
-    _assert_identical({label - 16: values for label, values in large.items()}, small)
+    compiled = surface_metrics(pred, truth, spacing)
+    assert {2 + shift, 5 + shift} <= set(compiled)
+    per_map = surface_metrics(pred.astype(np.uint16), truth.astype(np.uint16), spacing)
+    _assert_identical(per_map, compiled)
+    from trackeval.metrics import surface
+
+    expected = surface._union_label_boxes(truth.astype(np.int32), pred.astype(np.int32))
+    assert surface._uint8_union_boxes(truth, pred) == expected
+    unaligned = np.empty(truth.size + 1, dtype=np.uint8)[1:].reshape(truth.shape)  # not 8-byte aligned
+    unaligned[...] = truth
+    assert surface._union_label_boxes(unaligned, pred) == expected
 
 
 def test_bool_maps() -> None:
@@ -359,6 +368,29 @@ def test_surface_codes_equal_the_padded_convolution(shape: tuple[int, ...], flip
     np.testing.assert_array_equal(surface.flat, np.flatnonzero(border))
     np.testing.assert_array_equal(surface.codes, expected.ravel()[surface.flat])
     assert 0 < surface.flat.size < border.size  # a non-trivial mask
+
+
+@pytest.mark.parametrize("spacing", [(1.0, 1.0, 1.0), (0.7, 0.9, 2.5), (2.5, 0.9, 0.6)])
+def test_first_hits_restart_finds_the_same_first_hit(spacing: tuple[float, ...]) -> None:
+    """A query that follows its neighbour starts its scan at the restart table's index (triangle inequality):
+    the first hit is the one of a scan from offset 0, for near, far and table-missing queries alike."""
+    from trackeval.metrics import compiled
+
+    rng = np.random.default_rng(17)
+    geometry = surface_mod._Geometry(spacing, False, 400)
+    shape = tuple(24 + 2 * p for p in geometry.pad)
+    source = np.zeros(shape, dtype=bool)
+    source[tuple(rng.integers(p, p + 24, size=40) for p in geometry.pad)] = True  # sparse: many misses
+    strides = np.array([shape[1] * shape[2], shape[2], 1], dtype=np.int64)
+    deltas = geometry.offsets @ strides
+    inner = np.zeros(shape, dtype=bool)
+    inner[tuple(slice(p, p + 24) for p in geometry.pad)] = True
+    query = np.flatnonzero(inner & (rng.random(shape) < 0.7))  # runs of neighbours along the last axis
+    with_restart, from_zero = (np.empty(query.size, dtype=np.int64) for _ in range(2))
+    compiled.first_hits(source.ravel(), query, deltas, geometry.restart, with_restart)
+    compiled.first_hits(source.ravel(), query, deltas, np.zeros_like(geometry.restart), from_zero)
+    np.testing.assert_array_equal(with_restart, from_zero)
+    assert (from_zero < 0).any() and (from_zero > 0).any() and (geometry.restart > 0).any()
 
 
 # --------------------------------------------------------------------------- DeepMind published vectors
