@@ -1,7 +1,8 @@
 """Compiled loops of the metric kernels (numba): the per-element loops that vectorised numpy cannot stop early.
 
-Each function here takes C-contiguous arrays and writes its result into an output array the caller allocated;
-none allocates, none holds the GIL (``nogil``), so the surface metrics score labels in threads. The signatures
+Each function here takes C-contiguous arrays and writes its result into arrays the caller allocated (or, for
+:func:`border_codes`, into its input, in place); none allocates more than a row buffer, none holds the GIL
+(``nogil``), so the surface metrics score labels in threads. The signatures
 are explicit, so the machine code is built when this module is first imported, not on a first call, and it is
 cached on disk (numba's ``cache=True``: in the package's ``__pycache__``, or numba's user-wide cache directory
 when that is not writable; ``NUMBA_CACHE_DIR`` sets another). A cold build takes ~1 CPU-s once per machine; a
@@ -29,18 +30,18 @@ def _compiled(signature: str) -> Callable[[Callable], Callable]:
     return build
 
 
-@_compiled("void(boolean[::1], int64[::1], int64[::1], int64[::1], int64[::1])")
+@_compiled("void(uint8[::1], int64[::1], int64[::1], int64[::1], int64[::1])")
 def first_hits(grid, query, deltas, restart, out):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201
-    """``out[i]`` = the first ``k`` with ``grid[query[i] + deltas[k]]`` True, or -1 where no ``k`` hits.
+    """``out[i]`` = the first ``k`` with ``grid[query[i] + deltas[k]]`` non-zero, or -1 where no ``k`` hits.
 
-    ``grid``: flat bool corner grid; ``query``: flat indices into it, ascending; ``deltas``: flat offsets,
-    nearest first. Every ``query[i] + deltas[k]`` must index ``grid`` (the caller pads the grid by the largest
-    offset). ``restart[k]``: where the scan of a query may start when the query before it is its neighbour along
-    the last axis (``query[i] == query[i - 1] + 1``) and had its first hit at ``k`` (``restart[-1]`` when it had
-    none): an index before which no offset can hit (the caller builds it from the triangle inequality, see
-    ``trackeval.metrics.surface._restart_table``), so the first hit is the same as with a scan from 0. Most
-    queries of a surface follow their neighbour, so a query far from the other surface skips most of the
-    offsets that its neighbour already found empty.
+    ``grid``: flat uint8 corner grid (non-zero at the border corners); ``query``: flat indices into it, ascending;
+    ``deltas``: flat offsets, nearest first. Every ``query[i] + deltas[k]`` must index ``grid`` (the caller pads the
+    grid by the largest offset). ``restart[k]``: where the scan of a query may start when the query before it is its
+    neighbour along the last axis (``query[i] == query[i - 1] + 1``) and had its first hit at ``k`` (``restart[-1]``
+    when it had none): an index before which no offset can hit (the caller builds it from the triangle inequality,
+    see ``trackeval.metrics.surface._restart_table``), so the first hit is the same as with a scan from 0. Most
+    queries of a surface follow their neighbour, so a query far from the other surface skips most of the offsets
+    that its neighbour already found empty.
     """
     n_deltas = deltas.size
     previous = -2
@@ -52,7 +53,7 @@ def first_hits(grid, query, deltas, restart, out):  # type: ignore[no-untyped-de
             k = restart[previous_hit if previous_hit >= 0 else n_deltas - 1]
         hit = -1
         while k < n_deltas:
-            if grid[base + deltas[k]]:
+            if grid[base + deltas[k]] != 0:
                 hit = k
                 break
             k += 1
@@ -61,32 +62,40 @@ def first_hits(grid, query, deltas, restart, out):  # type: ignore[no-untyped-de
         previous_hit = hit
 
 
-@_compiled("void(uint8[:, :, ::1], uint8[::1], int64, int64[::1], uint8[:, :, ::1], uint8[:, :, ::1])")
-def neighbour_codes(mask, weights, full, corner, codes, border):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201
-    """Neighbourhood codes of a binary mask on a corner grid, and which corners are border corners.
+@_compiled("int64(uint8[:, :, ::1], uint8[::1], int64, int64[::1], int64[::1])")
+def border_codes(grid, weights, full, corner, extent):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201
+    """Replace, in place, a binary mask on a corner grid by the neighbourhood codes of its border corners.
 
-    ``mask``: ``(m0, m1, m2)`` 0/1, the mask with a zero border of one voxel; ``weights``: the 8 code weights of
-    a corner's neighbourhood, C order (voxel ``(a, b, c)`` weighs ``weights[4a + 2b + c]``); ``full``: the code
-    of a corner inside the mask (< 256). Writes, for each ``(i, j, k)`` below ``(m0 - 1, m1 - 1, m2 - 1)``,
-    ``codes[corner + (i, j, k)] = sum_abc weights[4a + 2b + c] * mask[i + a, j + b, k + c]`` and ``border[...] =
-    0 < code < full`` (1 or 0); ``codes`` and ``border`` (same shape, at least ``corner + mask.shape - 1``) are
-    left as they are elsewhere (the caller zeroes them: the codes out of the mask's reach are 0). A 2D mask is
-    the first plane of ``m0 = 2`` planes whose second plane has the weights 0. uint8 arithmetic throughout, so
-    the loop over the last axis is vectorised (~0.25 ns per voxel).
+    ``grid``: ``(g0, g1, g2)``, zero but for the mask's voxels (1) at ``corner + 1 + v`` for each voxel ``v`` of
+    an ``extent - 1`` crop; ``weights``: the 8 code weights of a corner's neighbourhood, C order (voxel ``(a,
+    b, c)`` of corner ``x`` is the grid's ``x + (a, b, c)`` and weighs ``weights[4a + 2b + c]``); ``full``: the
+    code of a corner inside the mask (< 256). Corner ``corner + (i, j, k)``, for each ``(i, j, k)`` below
+    ``extent``, gets its code ``sum_abc weights[4a + 2b + c] * mask[...]`` where ``0 < code < full`` (a border
+    corner) and 0 elsewhere; the grid must reach ``corner + extent`` on every axis. A 2D mask is the first
+    plane of ``g0 = 2`` planes whose second plane has the weights 0 (``extent[0] = 1``).
+
+    In place and row by row: a corner row reads the mask rows ``(i, j)``, ``(i, j + 1)``, ``(i + 1, j)`` and
+    ``(i + 1, j + 1)`` and overwrites row ``(i, j)``, which no later row reads, so a surface costs one grid of
+    bytes (no mask and no code array beside it). The codes of a row go through a row buffer in uint8, so both
+    loops over the last axis are vectorised (~0.3 ns per corner).
     """
     c0, c1, c2 = corner[0], corner[1], corner[2]
-    n0, n1, n2 = mask.shape[0] - 1, mask.shape[1] - 1, mask.shape[2] - 1
+    n0, n1, n2 = extent[0], extent[1], extent[2]
     w0, w1, w2, w3 = weights[0], weights[1], weights[2], weights[3]
     w4, w5, w6, w7 = weights[4], weights[5], weights[6], weights[7]
     one = np.uint8(1)
+    zero = np.uint8(0)
     inside = np.uint8(full - 1)  # code - 1 < full - 1 in uint8 (0 wraps to 255): 0 < code < full
+    row = np.empty(n2, dtype=np.uint8)
+    count = 0
     for i in range(n0):
         for j in range(n1):
-            r0, r1, r2, r3 = mask[i, j], mask[i, j + 1], mask[i + 1, j], mask[i + 1, j + 1]
-            out_code = codes[c0 + i, c1 + j, c2:]
-            out_border = border[c0 + i, c1 + j, c2:]
+            r0 = grid[c0 + i, c1 + j, c2:]
+            r1 = grid[c0 + i, c1 + j + 1, c2:]
+            r2 = grid[c0 + i + 1, c1 + j, c2:]
+            r3 = grid[c0 + i + 1, c1 + j + 1, c2:]
             for k in range(n2):
-                code = np.uint8(
+                row[k] = np.uint8(
                     w0 * r0[k]
                     + w1 * r0[k + 1]
                     + w2 * r1[k]
@@ -96,8 +105,44 @@ def neighbour_codes(mask, weights, full, corner, codes, border):  # type: ignore
                     + w6 * r3[k]
                     + w7 * r3[k + 1]
                 )
-                out_code[k] = code
-                out_border[k] = np.uint8(code - one) < inside
+            border = 0
+            for k in range(n2):
+                code = row[k]
+                flag = np.uint8(code - one) < inside
+                r0[k] = code if flag else zero
+                border += flag
+            count += border
+    return count
+
+
+@_compiled("void(uint8[:, :, ::1], uint64[::1], int64[::1], int64[::1], int64[::1], uint8[::1])")
+def gather_nonzero(grid, words, corner, extent, flat, values):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201
+    """The non-zero bytes of a corner grid's region, in C order: their flat indices and their values.
+
+    ``grid``: ``(g0, g1, g2)``; ``words``: its bytes as uint64 words (the whole words of the flat grid); the
+    region: ``corner + (i, j, k)`` for ``(i, j, k)`` below ``extent`` (every non-zero byte must lie in it);
+    ``flat``, ``values``: sized to the number of non-zero bytes. Runs of zero bytes are skipped a word at a time
+    (a border is a thin shell in a mostly empty crop).
+    """
+    c0, c1, c2 = corner[0], corner[1], corner[2]
+    n0, n1, n2 = extent[0], extent[1], extent[2]
+    g1, g2 = grid.shape[1], grid.shape[2]
+    at = 0
+    for i in range(n0):
+        for j in range(n1):
+            row = grid[c0 + i, c1 + j]
+            base = ((c0 + i) * g1 + c1 + j) * g2  # flat index of the grid row's first byte
+            end = c2 + n2
+            k = c2
+            while k < end:
+                if (base + k) & 7 == 0 and k + 8 <= end and words[(base + k) >> 3] == 0:
+                    k += 8
+                    continue
+                if row[k] != 0:
+                    flat[at] = base + k
+                    values[at] = row[k]
+                    at += 1
+                k += 1
 
 
 @_compiled("void(uint8[:, :, ::1], uint8[:, :, ::1], uint64[::1], uint64[::1], int64[:, ::1])")

@@ -637,18 +637,6 @@ def _union_box(boxes: list[_Box | None]) -> _Box | None:
     return tuple(slice(min(b[ax].start for b in present), max(b[ax].stop for b in present)) for ax in range(ndim))
 
 
-def _bordered_mask(arr: np.ndarray, box: _Box, members: tuple) -> np.ndarray:
-    """C-contiguous binary mask of ``members`` inside ``box``, with a zero border of one voxel on every side."""
-    sub = arr[box]
-    bordered = np.zeros(tuple(n + 2 for n in sub.shape), dtype=np.bool_)
-    inner = bordered[tuple(slice(1, 1 + n) for n in sub.shape)]
-    if len(members) == 1:
-        np.equal(sub, members[0], out=inner)
-    else:
-        inner[...] = np.isin(sub, members)
-    return bordered
-
-
 # --------------------------------------------------------------------------- surfel areas
 
 #: Neighbourhood-code kernels (MONAI ``ENCODING_KERNEL``, DeepMind's layout), original axis order.
@@ -760,7 +748,7 @@ class _Geometry:
         kernel = _ENCODING_KERNEL[ndim]
         self.full_code = int(kernel.sum())
         working = kernel.T if flip else kernel
-        # 2 x 2 x 2 uint8, flat, as compiled.neighbour_codes takes them; a 2D kernel's second plane weighs 0
+        # 2 x 2 x 2 uint8, flat, as compiled.border_codes takes them; a 2D kernel's second plane weighs 0
         weights = working if ndim == 3 else np.stack([working, np.zeros_like(working)])
         self.weights = np.ascontiguousarray(weights, dtype=np.uint8).ravel()
         offsets, self.offset_distances = _search_offsets(self.spacing, budget)
@@ -769,8 +757,9 @@ class _Geometry:
         self.offsets = offsets[:, order]
         self.grid_spacing = self.spacing[order]
         self.restart = _restart_table(self.offset_distances, float(self.grid_spacing[-1]))
-        # every border corner plus every search offset stays inside the corner grid of the padded crop
-        self.pad = tuple(int(r) + 1 for r in np.abs(self.offsets).max(axis=0))
+        # every border corner plus every search offset stays inside the corner grid of the padded crop (and
+        # compiled.border_codes reads one corner beyond the crop's last: at least 2)
+        self.pad = tuple(max(int(r) + 1, 2) for r in np.abs(self.offsets).max(axis=0))
 
     @staticmethod
     @lru_cache(maxsize=32)
@@ -811,10 +800,10 @@ def _restart_table(distances: np.ndarray, step: float) -> np.ndarray:
 class _Surface:
     """The border corners of one mask on the corner grid of its padded crop (C order, shape ``shape``).
 
-    ``grid`` is the flat border-corner mask and ``deltas`` the search offsets as flat offsets on this grid (every
-    border corner plus every offset lies inside it: the crop is padded by the search radius). ``flat`` holds the
-    border corners' flat indices (ascending), ``codes`` their neighbourhood codes (the index of their surfel area
-    in the geometry's table).
+    ``grid`` is the flat corner grid, uint8: a border corner's neighbourhood code, 0 at every other corner; and
+    ``deltas`` the search offsets as flat offsets on this grid (every border corner plus every offset lies inside
+    it: the crop is padded by the search radius). ``flat`` holds the border corners' flat indices (ascending),
+    ``codes`` their neighbourhood codes (the index of their surfel area in the geometry's table).
     """
 
     grid: np.ndarray
@@ -828,27 +817,34 @@ def _surface(arr: np.ndarray, box: _Box, members: tuple, geometry: _Geometry) ->
     """The :class:`_Surface` of ``members`` of ``arr`` inside ``box``.
 
     The corner grid is that of the crop padded by ``geometry.pad`` voxels on every side (so that the search
-    offsets of every border corner stay inside it); only the corners next to the crop can be border corners,
-    and only those are coded (:func:`trackeval.metrics.compiled.neighbour_codes`).
+    offsets of every border corner stay inside it). The crop's mask is written into the grid (voxel ``v`` at
+    ``pad + v``), and the corners next to the crop, the only ones that can be border corners, replace it by
+    their codes in place (:func:`trackeval.metrics.compiled.border_codes`): one byte per corner of the padded
+    crop is all the memory a surface takes beside its border corners.
     """
     from trackeval.metrics import compiled
 
-    mask = _bordered_mask(arr, box, members)
-    shape = tuple(n - 2 + 2 * p - 1 for n, p in zip(mask.shape, geometry.pad, strict=True))
-    codes = np.zeros(shape, dtype=np.uint8)
-    grid = np.zeros(shape, dtype=np.bool_)
-    corner = np.array([p - 1 for p in geometry.pad], dtype=np.int64)
-    if mask.ndim == 2:  # a plane of 3D corners whose second plane of voxels has no weight
-        mask, codes3, grid3, corner = np.stack([mask, mask]), codes[None], grid[None], np.concatenate([[0], corner])
+    sub = arr[box]
+    shape = tuple(n + 2 * p - 1 for n, p in zip(sub.shape, geometry.pad, strict=True))
+    corner = [p - 1 for p in geometry.pad]
+    extent = [n + 1 for n in sub.shape]
+    if sub.ndim == 2:  # a plane of 3D corners whose second plane of voxels (zeros) has no weight
+        grid3 = np.zeros((2, *shape), dtype=np.uint8)
+        grid, corner, extent = grid3[0], [0, *corner], [1, *extent]
     else:
-        codes3, grid3 = codes, grid
-    compiled.neighbour_codes(
-        mask.view(np.uint8), geometry.weights, geometry.full_code, corner, codes3, grid3.view(np.uint8)
-    )
+        grid3 = grid = np.zeros(shape, dtype=np.uint8)
+    mask = grid[tuple(slice(p, p + n) for p, n in zip(geometry.pad, sub.shape, strict=True))].view(np.bool_)
+    if len(members) == 1:
+        np.equal(sub, members[0], out=mask)
+    else:
+        mask[...] = np.isin(sub, members)
+    corner_at, extent_at = np.array(corner, dtype=np.int64), np.array(extent, dtype=np.int64)
+    n = compiled.border_codes(grid3, geometry.weights, geometry.full_code, corner_at, extent_at)
+    flat, codes = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.uint8)
+    words = grid3.reshape(-1)[: grid3.size - grid3.size % 8].view(np.uint64)
+    compiled.gather_nonzero(grid3, words, corner_at, extent_at, flat, codes)
     strides = np.array([math.prod(shape[ax + 1 :]) for ax in range(len(shape))], dtype=np.int64)
-    grid = grid.ravel()
-    flat = np.flatnonzero(grid)
-    return _Surface(grid, shape, geometry.offsets @ strides, flat, codes.ravel()[flat])
+    return _Surface(grid.ravel(), shape, geometry.offsets @ strides, flat, codes)
 
 
 def _offset_norm(offsets: Sequence[np.ndarray], spacing: np.ndarray) -> np.ndarray:
