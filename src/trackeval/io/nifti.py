@@ -10,7 +10,10 @@ Decoding is done here, not by ``nibabel.load``, so that nothing is allocated bef
    a truncated file), is an :class:`~trackeval.errors.InputError` naming the file. A gzip stream is inflated with
    ISA-L (``isal.isal_zlib.decompressobj``: zlib's interface and output, about twice zlib's speed; see
    docs/performance.md) in bounded chunks straight into one buffer of the declared size (gzip members may be
-   concatenated; any other byte after the last member is trailing data);
+   concatenated; any other byte after the last member is trailing data). The buffer is a numpy array, which
+   numpy backs with transparent huge pages where the kernel offers them (``madvise``): filling a 35 MB image
+   then takes ~20 page faults instead of ~8,500, and inflating it 10-13 ms instead of 27-36 ms into a
+   ``bytearray``;
 3. the voxel spacing is taken from the affine (sform, else qform, else pixdim: nibabel's ``get_best_affine``, the
    geometry :func:`check_same_grid` compares): the column norms of its 3x3 part. A header whose ``pixdim`` is
    not finite and positive, whose affine is not finite or degenerate, whose spacing is outside
@@ -47,10 +50,10 @@ PEEK_BYTES = 1 << 16
 MAX_ITEMSIZE = 32
 #: a gzip stream may exceed its content by this fraction (deflate's stored blocks, gzip members) plus 1 MiB
 GZIP_OVERHEAD = 1 / 64
-#: bytes inflated per step (256 KiB: each step's output is still in cache when it is copied into the image's
-#: buffer, and comes from the allocator's free list, not fresh pages: 23 ms per 35 MB UMD file where 4 MiB steps
-#: took 31 and one unbounded call 20), and voxels converted per step
-CHUNK_BYTES = 1 << 18
+#: bytes inflated per step (each step's output comes from the allocator's free list and is still in cache when it
+#: is copied into the image's buffer; 10-13 ms per 35 MB UMD file for steps of 256 KiB to 4 MiB), and voxels
+#: converted per step
+CHUNK_BYTES = 1 << 20
 CHUNK_VOXELS = 1 << 20
 #: plausible voxel spacing, mm (1 micrometre to 1 metre)
 MIN_SPACING_MM = 1e-3
@@ -274,7 +277,7 @@ class _Inflater:
         return b"".join(parts)
 
 
-def _inflate(raw: bytes, where: dict[str, str]) -> tuple[_Layout, bytearray]:
+def _inflate(raw: bytes, where: dict[str, str]) -> tuple[_Layout, np.ndarray]:
     """Inflate exactly the bytes the header declares; keep only the voxel data (the header, its extensions and any
     gap up to ``vox_offset`` are read in chunks and dropped). More or fewer bytes is an error."""
     inflater = _Inflater(raw, where)
@@ -288,9 +291,9 @@ def _inflate(raw: bytes, where: dict[str, str]) -> tuple[_Layout, bytearray]:
     )
     if len(head) > total:
         raise bomb
-    buffer = bytearray(size)
+    buffer = np.empty(size, dtype=np.uint8)
     start = head[layout.offset :]
-    buffer[: len(start)] = start
+    buffer[: len(start)] = np.frombuffer(start, dtype=np.uint8)
     pos = len(head)
     while pos < total:
         chunk = inflater.read(min(CHUNK_BYTES, total - pos))
@@ -302,7 +305,7 @@ def _inflate(raw: bytes, where: dict[str, str]) -> tuple[_Layout, bytearray]:
             )
         data = chunk[max(layout.offset - pos, 0) :]
         at = max(pos - layout.offset, 0)
-        buffer[at : at + len(data)] = data
+        buffer[at : at + len(data)] = np.frombuffer(data, dtype=np.uint8)
         pos += len(chunk)
     if inflater.read(1):
         raise bomb
