@@ -206,6 +206,22 @@ def test_many_chunks_and_sparse_histogram(monkeypatch: pytest.MonkeyPatch, n_lab
     np.testing.assert_array_equal(matrix, sk_confusion_matrix(truth.ravel(), pred.ravel(), labels=present))
 
 
+def test_zero_words_are_counted_eight_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A mostly-background pair: the 8-byte words of code 0 are counted without their bytes, the others (a word
+    straddling an organ's edge, the partial tail) byte by byte; sklearn's counts, with and without small chunks."""
+    rng = np.random.default_rng(8)
+    truth = np.zeros((41, 37, 13), dtype=np.uint8)
+    truth[5:30, 3:20, 2:11] = rng.integers(1, 4, size=(25, 17, 9))
+    pred = np.where(rng.random(truth.shape) < 0.02, rng.integers(0, 4, size=truth.shape), truth).astype(np.uint8)
+    present = np.union1d(truth, pred)
+    expected = sk_confusion_matrix(truth.ravel(), pred.ravel(), labels=present)
+    np.testing.assert_array_equal(confusion_matrix(pred, truth)[1], expected)  # one chunk, below _PAIRED_MIN
+    monkeypatch.setattr(overlap, "CHUNK", 1003)  # chunks not a multiple of 8: each has a byte tail
+    monkeypatch.setattr(overlap, "_PAIRED_MIN", 2)
+    np.testing.assert_array_equal(confusion_matrix(pred, truth)[1], expected)
+    assert (truth.ravel()[:1000].reshape(-1, 8) == 0).all(axis=1).any()  # zero words were there to skip
+
+
 def test_huge_adjacent_ids_are_not_merged() -> None:
     """Ids 2**62 + k differ below float64 resolution: any float round trip would merge them."""
     base = np.uint64(2**62)

@@ -133,16 +133,22 @@ def gather_nonzero(grid, words, corner, extent, flat, values):  # type: ignore[n
             row = grid[c0 + i, c1 + j]
             base = ((c0 + i) * g1 + c1 + j) * g2  # flat index of the grid row's first byte
             end = c2 + n2
+            words_end = (base + end) >> 3  # the region row's whole words are those before this one
             k = c2
             while k < end:
-                if (base + k) & 7 == 0 and k + 8 <= end and words[(base + k) >> 3] == 0:
-                    k += 8
-                    continue
-                if row[k] != 0:
-                    flat[at] = base + k
-                    values[at] = row[k]
-                    at += 1
-                k += 1
+                stop = min(end, k + (-(base + k) & 7))  # bytes up to the next word boundary
+                if stop == k:  # at a boundary: skip the zero words, then look at the next 8 bytes
+                    w = (base + k) >> 3
+                    while w < words_end and words[w] == 0:
+                        w += 1
+                    k = (w << 3) - base
+                    stop = min(end, k + 8)
+                while k < stop:
+                    if row[k] != 0:
+                        flat[at] = base + k
+                        values[at] = row[k]
+                        at += 1
+                    k += 1
 
 
 @_compiled("void(uint8[:, :, ::1], uint8[:, :, ::1], uint64[::1], uint64[::1], int64[:, ::1])")

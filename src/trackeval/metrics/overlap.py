@@ -141,21 +141,28 @@ def _flat_pair(truth: np.ndarray, pred: np.ndarray) -> tuple[np.ndarray, np.ndar
 def _histogram(ft: np.ndarray, fp: np.ndarray, n_bins: int, encode: Callable) -> np.ndarray:
     """Histogram of ``encode(truth_chunk, pred_chunk)`` codes over all chunks, int64 of length ``n_bins``.
 
-    uint8 codes of a chunk of at least ``_PAIRED_MIN`` codes are counted two at a time, as the uint16 of a pair
-    (a 65536-bin histogram folded once at the end): a label map is mostly runs of one code, and counting the same
-    bin over and over waits on each increment, so half as many increments take about half the time (0.099 ->
-    0.053 CPU-s for a 512 x 512 x 133 CT pair; the counts are the same integers). Smaller chunks are counted one
-    code at a time: there the 65536 bins would cost more than the codes (a 40 x 40 mask: 21 -> 397 us).
+    uint8 codes of a chunk of at least ``_PAIRED_MIN`` codes are counted as 8-byte words first: a word of code 0
+    (background in both maps, most of a volume) adds 8 to bin 0 at the cost of one comparison; the other words'
+    codes are counted two at a time, as the uint16 of a pair (a 65536-bin histogram folded once at the end): a
+    label map is mostly runs of one code, and counting the same bin over and over waits on each increment, so
+    half as many increments take about half the time. A 512 x 512 x 133 CT pair: 0.099 CPU-s one code at a time,
+    0.053 in pairs, 0.018 with the zero words skipped (the counts are the same integers). Smaller chunks are
+    counted one code at a time: there the 65536 bins would cost more than the codes (a 40 x 40 mask: 21 -> 397
+    us).
     """
     hist = np.zeros(n_bins, dtype=np.int64)
     pairs: np.ndarray | None = None
     for s in range(0, ft.size, CHUNK):
         code = encode(ft[s : s + CHUNK], fp[s : s + CHUNK])
         if code.dtype == np.uint8 and code.size >= _PAIRED_MIN:
-            even = code.size - code.size % 2
-            counted = np.bincount(code[:even].view(np.uint16), minlength=1 << 16)
+            whole = code.size - code.size % 8
+            words = code[:whole].view(np.uint64)
+            nonzero = words != 0
+            hist[0] += (words.size - np.count_nonzero(nonzero)) * 8  # code 0 eight at a time
+            rest = code[:whole].reshape(-1, 8)[nonzero].reshape(-1)  # the words with another code
+            counted = np.bincount(rest.view(np.uint16), minlength=1 << 16)
             pairs = counted if pairs is None else pairs + counted
-            code = code[even:]
+            code = code[whole:]
         if n_bins <= CHUNK:  # the common case
             hist += np.bincount(code, minlength=n_bins)
         else:  # many bins: a dense per-chunk histogram would cost more than the chunk itself
