@@ -31,17 +31,18 @@ def _compiled(signature: str) -> Callable[[Callable], Callable]:
 
 
 @_compiled("void(uint8[::1], int64[::1], int64[::1], int64[::1], int64[::1])")
-def first_hits(grid, query, deltas, restart, out):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201
-    """``out[i]`` = the first ``k`` with ``grid[query[i] + deltas[k]]`` non-zero, or -1 where no ``k`` hits.
+def first_hits(bits, query, deltas, restart, out):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201
+    """``out[i]`` = the first ``k`` with bit ``query[i] + deltas[k]`` of ``bits`` set, or -1 where no ``k`` hits.
 
-    ``grid``: flat uint8 corner grid (non-zero at the border corners); ``query``: flat indices into it, ascending;
-    ``deltas``: flat offsets, nearest first. Every ``query[i] + deltas[k]`` must index ``grid`` (the caller pads the
-    grid by the largest offset). ``restart[k]``: where the scan of a query may start when the query before it is its
-    neighbour along the last axis (``query[i] == query[i - 1] + 1``) and had its first hit at ``k`` (``restart[-1]``
-    when it had none): an index before which no offset can hit (the caller builds it from the triangle inequality,
-    see ``trackeval.metrics.surface._restart_table``), so the first hit is the same as with a scan from 0. Most
-    queries of a surface follow their neighbour, so a query far from the other surface skips most of the offsets
-    that its neighbour already found empty.
+    ``bits``: a flat corner grid, one bit per corner (little bit order: corner ``c`` is bit ``c & 7`` of byte ``c >>
+    3``; set at the border corners); ``query``: flat corner indices, ascending; ``deltas``: flat offsets, nearest
+    first. Every ``query[i] + deltas[k]`` must be a corner of the grid (the caller pads it by the largest offset).
+    ``restart[k]``: where the scan of a query may start when the query before it is its neighbour along the last
+    axis (``query[i] == query[i - 1] + 1``) and had its first hit at ``k`` (``restart[-1]`` when it had none): an
+    index before which no offset can hit (the caller builds it from the triangle inequality, see
+    ``trackeval.metrics.surface._restart_table``), so the first hit is the same as with a scan from 0. Most queries
+    of a surface follow their neighbour, so a query far from the other surface skips most of the offsets that its
+    neighbour already found empty.
     """
     n_deltas = deltas.size
     previous = -2
@@ -53,7 +54,8 @@ def first_hits(grid, query, deltas, restart, out):  # type: ignore[no-untyped-de
             k = restart[previous_hit if previous_hit >= 0 else n_deltas - 1]
         hit = -1
         while k < n_deltas:
-            if grid[base + deltas[k]] != 0:
+            at = base + deltas[k]
+            if (bits[at >> 3] >> (at & 7)) & 1:
                 hit = k
                 break
             k += 1
@@ -115,14 +117,16 @@ def border_codes(grid, weights, full, corner, extent):  # type: ignore[no-untype
     return count
 
 
-@_compiled("void(uint8[:, :, ::1], uint64[::1], int64[::1], int64[::1], int64[::1], uint8[::1])")
-def gather_nonzero(grid, words, corner, extent, flat, values):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201
-    """The non-zero bytes of a corner grid's region, in C order: their flat indices and their values.
+@_compiled("void(uint8[:, :, ::1], uint64[::1], int64[::1], int64[::1], int64[::1], uint8[::1], uint8[::1])")
+def gather_nonzero(grid, words, corner, extent, flat, values, bits):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201
+    """The non-zero bytes of a corner grid's region, in C order: their flat indices, their values and a bit grid.
 
     ``grid``: ``(g0, g1, g2)``; ``words``: its bytes as uint64 words (the whole words of the flat grid); the
     region: ``corner + (i, j, k)`` for ``(i, j, k)`` below ``extent`` (every non-zero byte must lie in it);
-    ``flat``, ``values``: sized to the number of non-zero bytes. Runs of zero bytes are skipped a word at a time
-    (a border is a thin shell in a mostly empty crop).
+    ``flat``, ``values``: sized to the number of non-zero bytes; ``bits``: zeroed, at least ``grid.size / 8``
+    bytes, gets bit ``c & 7`` of byte ``c >> 3`` set for each non-zero byte ``c`` (the grid at an eighth of its
+    size, for :func:`first_hits`). Runs of zero bytes are skipped a word at a time (a border is a thin shell in a
+    mostly empty crop).
     """
     c0, c1, c2 = corner[0], corner[1], corner[2]
     n0, n1, n2 = extent[0], extent[1], extent[2]
@@ -145,8 +149,10 @@ def gather_nonzero(grid, words, corner, extent, flat, values):  # type: ignore[n
                     stop = min(end, k + 8)
                 while k < stop:
                     if row[k] != 0:
-                        flat[at] = base + k
+                        c = base + k
+                        flat[at] = c
                         values[at] = row[k]
+                        bits[c >> 3] |= np.uint8(1) << np.uint8(c & 7)
                         at += 1
                     k += 1
 

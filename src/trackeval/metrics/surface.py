@@ -800,13 +800,14 @@ def _restart_table(distances: np.ndarray, step: float) -> np.ndarray:
 class _Surface:
     """The border corners of one mask on the corner grid of its padded crop (C order, shape ``shape``).
 
-    ``grid`` is the flat corner grid, uint8: a border corner's neighbourhood code, 0 at every other corner; and
-    ``deltas`` the search offsets as flat offsets on this grid (every border corner plus every offset lies inside
+    ``bits`` is the flat corner grid, one bit per corner (set at the border corners; little bit order, as
+    :func:`trackeval.metrics.compiled.first_hits` reads it), and ``deltas`` the search offsets as flat offsets on
+    this grid (every border corner plus every offset lies inside
     it: the crop is padded by the search radius). ``flat`` holds the border corners' flat indices (ascending),
     ``codes`` their neighbourhood codes (the index of their surfel area in the geometry's table).
     """
 
-    grid: np.ndarray
+    bits: np.ndarray
     shape: tuple[int, ...]
     deltas: np.ndarray
     flat: np.ndarray
@@ -819,8 +820,9 @@ def _surface(arr: np.ndarray, box: _Box, members: tuple, geometry: _Geometry) ->
     The corner grid is that of the crop padded by ``geometry.pad`` voxels on every side (so that the search
     offsets of every border corner stay inside it). The crop's mask is written into the grid (voxel ``v`` at
     ``pad + v``), and the corners next to the crop, the only ones that can be border corners, replace it by
-    their codes in place (:func:`trackeval.metrics.compiled.border_codes`): one byte per corner of the padded
-    crop is all the memory a surface takes beside its border corners.
+    their codes in place (:func:`trackeval.metrics.compiled.border_codes`), from which the border corners and a
+    bit grid are gathered: one byte per corner of the padded crop while a surface is built, one bit per corner
+    while it is searched (a whole-body organ's 38 MB grid is kept as 4.8 MB).
     """
     from trackeval.metrics import compiled
 
@@ -842,9 +844,10 @@ def _surface(arr: np.ndarray, box: _Box, members: tuple, geometry: _Geometry) ->
     n = compiled.border_codes(grid3, geometry.weights, geometry.full_code, corner_at, extent_at)
     flat, codes = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.uint8)
     words = grid3.reshape(-1)[: grid3.size - grid3.size % 8].view(np.uint64)
-    compiled.gather_nonzero(grid3, words, corner_at, extent_at, flat, codes)
+    bits = np.zeros(grid.size // 8 + 1, dtype=np.uint8)
+    compiled.gather_nonzero(grid3, words, corner_at, extent_at, flat, codes, bits)
     strides = np.array([math.prod(shape[ax + 1 :]) for ax in range(len(shape))], dtype=np.int64)
-    return _Surface(grid.ravel(), shape, geometry.offsets @ strides, flat, codes)
+    return _Surface(bits, shape, geometry.offsets @ strides, flat, codes)
 
 
 def _offset_norm(offsets: Sequence[np.ndarray], spacing: np.ndarray) -> np.ndarray:
@@ -888,7 +891,7 @@ def _nearest(source: _Surface, query_flat: np.ndarray, geometry: _Geometry) -> _
     from trackeval.metrics import compiled
 
     offset = np.empty(query_flat.size, dtype=np.int64)
-    compiled.first_hits(source.grid, query_flat, source.deltas, geometry.restart, offset)
+    compiled.first_hits(source.bits, query_flat, source.deltas, geometry.restart, offset)
     far_at = np.flatnonzero(offset < 0)
     far = _kdtree_distances(source.flat, query_flat[far_at], source.shape, geometry) if far_at.size else np.zeros(0)
     return _Nearest(offset, far_at, far)
