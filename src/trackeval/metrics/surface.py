@@ -62,17 +62,21 @@ Relation to MONAI:
 
 Implementation: the metrics never one-hot the volume and never run a distance
 transform. The bounding box of every label is found in one pass: a compiled
-scan of the runs of the pair code ``truth * 16 + pred`` when every id is below
-16, else one ``scipy.ndimage.find_objects`` pass per map; each label (or region,
-the union of its member ids) is processed inside the union box of its truth and
-prediction boxes. The nearest border corner of the other surface is searched
-exactly on the integer corner grid: the offsets to try are the ``_OFFSET_BUDGET``
-grid offsets nearest to the origin, sorted by their distance, and each surfel
-takes the first offset that lands on a border corner of the other mask (a
-compiled loop per surfel, :mod:`trackeval.metrics.compiled`; most surfels of a
-plausible prediction stop within a few offsets). Surfels with no border corner
-within that radius (rare) are answered by an exact ``scipy.spatial.cKDTree``
-query, over the window of the other surface that can hold their nearest corners.
+scan of the runs of both maps at once when both are uint8 (the usual label
+map), else one ``scipy.ndimage.find_objects`` pass per map; each label (or
+region, the union of its member ids) is processed inside the union box of its
+truth and prediction boxes, on the corner grid of that crop (one byte per
+corner while the border corners are coded, one bit while they are searched).
+The nearest border corner of the other surface is searched exactly on the
+integer corner grid: the offsets to try are the ``_OFFSET_BUDGET`` grid offsets
+nearest to the origin, sorted by their distance, and each surfel takes the first
+offset that lands on a border corner of the other mask (a compiled loop per
+surfel, :mod:`trackeval.metrics.compiled`; most surfels of a plausible
+prediction stop within a few offsets, and a surfel that follows its neighbour
+along the last axis skips the offsets the triangle inequality rules out).
+Surfels with no border corner within that radius (rare) are answered by an
+exact ``scipy.spatial.cKDTree`` query, over the window of the other surface
+that can hold their nearest corners.
 The crop is padded by the search radius, so memory is bounded by the largest crop, never the volume.
 
 Memory order: nibabel returns Fortran-ordered arrays. Such a pair of maps is
