@@ -157,6 +157,7 @@ def gather_nonzero(grid, words, corner, extent, flat, values, bits):  # type: ig
                     k += 1
 
 
+# long: one compiled pass whose branches are a run's byte, word and tail steps; a helper per run would cost a call
 @_compiled("void(uint8[:, :, ::1], uint8[:, :, ::1], uint64[::1], uint64[::1], int64[:, ::1])")
 def union_boxes(first, second, first_words, second_words, bounds):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201
     """Bounding box of every value over two uint8 maps of one shape (``find_objects``' boxes of each map, united).
