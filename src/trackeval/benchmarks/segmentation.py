@@ -29,7 +29,7 @@ from trackeval.metrics.overlap import (
     dice_from_counts,
     iou_from_counts,
 )
-from trackeval.metrics.surface import surface_metrics
+from trackeval.metrics.surface import COMPILED_MODULE, surface_metrics
 
 #: Per-item metrics a segmentation record can carry (units: Dice/IoU/NSD in [0, 1], distances in mm); the voxel
 #: counts ``n_ref``/``n_pred`` are always there, the others when selected.
@@ -38,6 +38,12 @@ SEG_METRICS: tuple[str, ...] = ("dsc", "iou", "nsd", "hd95", "hd", "assd", "n_re
 SURFACE_METRICS: tuple[str, ...] = ("nsd", "hd95", "hd", "assd")
 #: Values of an item absent from both truth and prediction under ``empty_both="perfect"``.
 _PERFECT = {"dsc": 1.0, "iou": 1.0, "nsd": 1.0, "hd95": 0.0, "hd": 0.0, "assd": 0.0}
+
+
+def worker_preload(metrics: Collection[str]) -> tuple[str, ...]:
+    """The modules a worker scoring ``metrics`` imports on its first case that a process pool may load once for all
+    of its workers: the compiled surface loops when a surface metric is selected, else none."""
+    return (COMPILED_MODULE,) if set(metrics) & set(SURFACE_METRICS) else ()
 
 
 def distance_penalty(shape: tuple[int, ...], spacing: tuple[float, ...], setting: str | float) -> float:

@@ -33,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from trackeval.audit.leakage import AuditFinding, audit_against_training
 from trackeval.benchmarks import umd_nnunet
 from trackeval.benchmarks.missing import check_missing
-from trackeval.benchmarks.segmentation import SEG_METRICS, score_segmentation
+from trackeval.benchmarks.segmentation import SEG_METRICS, score_segmentation, worker_preload
 from trackeval.benchmarks.summaries import clusters_of, mean_summaries
 from trackeval.benchmarks.umd_config import UMD_ORGANS, UMDConfig
 from trackeval.config import EvalConfig
@@ -502,7 +502,7 @@ def evaluate(
     cache = CaseCache(Path(cfg.engine.cache_dir) if cfg.engine.cache else None, NAME)
     also = _other_ids(data)
     jobs = [_Job(c, cfg.umd, cache, also) for c in data.cases]
-    scored = score_cases(score_case, jobs, cfg.engine, "UMD cases")
+    scored = score_cases(score_case, jobs, cfg.engine, "UMD cases", worker_preload(cfg.umd.metrics))
     records = [s.record for s in scored]
     summary = {
         "n_cases": len(records),

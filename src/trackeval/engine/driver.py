@@ -64,10 +64,13 @@ class Evaluation:
     formats: dict[str, str] = field(default_factory=dict)
 
 
-def score_cases(score: Callable[[_Job], Scored], jobs: Sequence[_Job], engine: EngineConfig, what: str) -> list[Scored]:
+def score_cases(
+    score: Callable[[_Job], Scored], jobs: Sequence[_Job], engine: EngineConfig, what: str, preload: Sequence[str] = ()
+) -> list[Scored]:
     """``score`` of every job, in job order, on the configured executor (``what`` names the cases in progress and
-    error messages: ``"UMD cases"``); the cache warnings of every case are logged once."""
-    scored = map_cases(score, jobs, engine, what)
+    error messages: ``"UMD cases"``; ``preload``: see :func:`~trackeval.engine.executors.map_cases`); the cache
+    warnings of every case are logged once."""
+    scored = map_cases(score, jobs, engine, what, preload)
     log_cache_warnings(s.cache_warnings for s in scored)
     return scored
 

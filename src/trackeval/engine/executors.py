@@ -32,6 +32,7 @@ import contextlib
 import ctypes
 import functools
 import gc
+import importlib
 import logging
 import multiprocessing
 import multiprocessing.context
@@ -216,12 +217,19 @@ def start_method(requested: str = "auto") -> str:
     return requested
 
 
-def pool_context(fn: Callable[..., object], requested: str = "auto") -> multiprocessing.context.BaseContext:
-    """The multiprocessing context of the process pool: :func:`start_method`'s; a fork server preloads ``fn``'s
-    module and :func:`_main_imports`."""
+def pool_context(
+    fn: Callable[..., object], requested: str = "auto", preload: Sequence[str] = ()
+) -> multiprocessing.context.BaseContext:
+    """The multiprocessing context of the process pool: :func:`start_method`'s. ``preload``: modules every worker
+    will import that ``fn``'s module imports lazily (the compiled surface kernels: ~0.45 CPU-s each time); when
+    forking they are imported here, in the caller, so that no worker imports them again; a fork server preloads
+    them with ``fn``'s module and :func:`_main_imports`."""
     ctx = multiprocessing.get_context(start_method(requested))
     if isinstance(ctx, multiprocessing.context.ForkServerContext):
-        ctx.set_forkserver_preload([fn.__module__, *_main_imports()])
+        ctx.set_forkserver_preload([fn.__module__, *preload, *_main_imports()])
+    elif ctx.get_start_method() == "fork":
+        for name in preload:
+            importlib.import_module(name)
     return ctx
 
 
@@ -230,8 +238,13 @@ def default_workers(config: EngineConfig) -> int:
     return config.workers or len(os.sched_getaffinity(0))
 
 
-def map_cases(fn: Callable[[T], R], items: Sequence[T], config: EngineConfig, description: str) -> list[R]:
+def map_cases(
+    fn: Callable[[T], R], items: Sequence[T], config: EngineConfig, description: str, preload: Sequence[str] = ()
+) -> list[R]:
     """``[fn(item) for item in items]`` on the configured executor, in input order.
+
+    ``preload``: modules that ``fn`` imports on its first item and that a process pool loads once before it starts
+    its workers (:func:`pool_context`); in-process and on Dask they load where they are used.
 
     The first exception raised by ``fn`` stops the run (pending cases are cancelled) and propagates.
     ``processes`` falls back to in-process execution when there is one worker or one item. ``dask``
@@ -250,7 +263,7 @@ def map_cases(fn: Callable[[T], R], items: Sequence[T], config: EngineConfig, de
     if config.executor == "local" or workers <= 1:
         with progress:
             return _map_local(fn, items, advance)
-    return _map_pool(fn, items, config, workers, progress, advance)
+    return _map_pool(fn, items, config, workers, progress, advance, preload)
 
 
 def _map_local(fn: Callable[[T], R], items: Sequence[T], advance: Callable[[int], None]) -> list[R]:
@@ -269,11 +282,12 @@ def _map_pool(
     workers: int,
     progress: Progress,
     advance: Callable[[int], None],
+    preload: Sequence[str],
 ) -> list[R]:
     """``[fn(item) for item in items]`` on a process pool of ``workers`` workers, in input order; the progress bar
     runs only once every case is submitted. A worker that dies raises :class:`WorkerDied`
     (:func:`_pool_worker_died`); any other first exception of ``fn`` propagates as it is."""
-    ctx = pool_context(fn, config.start_method)
+    ctx = pool_context(fn, config.start_method, preload)
     table = _CaseTable(ctx, len(items))
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker, initargs=(table.arrays,))
     with pool:

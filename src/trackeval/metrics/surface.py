@@ -120,6 +120,10 @@ __all__ = [
 Label = int | tuple[int, ...]
 """A label id, or a tuple of ids forming an nnU-Net style region (union of the ids)."""
 
+#: the module of the compiled loops, imported on first use (numba: ~0.45 CPU-s per process); a process pool can
+#: import it once before it forks its workers (:func:`trackeval.engine.executors.map_cases`' ``preload``)
+COMPILED_MODULE = "trackeval.metrics.compiled"
+
 # find_objects allocates one entry per id up to the maximum id; above this
 # maximum (or with negative ids) the ids are compacted with np.unique first.
 _MAX_DIRECT_ID = 1 << 16
