@@ -395,6 +395,36 @@ def test_first_hits_restart_finds_the_same_first_hit(spacing: tuple[float, ...])
     assert (from_zero < 0).any() and (from_zero > 0).any() and (geometry.restart > 0).any()
 
 
+def test_compiled_loops_fall_back_to_no_disk_cache(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where numba finds no writable place for its cache (it raises RuntimeError: "no locator available"), a loop is
+    compiled without one and gives the same results. The fault is simulated (root can write everywhere here)."""
+    import numba
+
+    from trackeval.metrics import compiled
+
+    real = numba.njit
+    calls: list[bool] = []
+
+    def njit(signature: str, **options: object):  # noqa: ANN202
+        calls.append(bool(options.get("cache")))
+        if options.get("cache"):
+            raise RuntimeError("cannot cache function 'first_hits': no locator available for file '<test>'")
+        return real(signature, **options)
+
+    monkeypatch.setattr(numba, "njit", njit)
+    uncached = compiled._compiled("void(uint8[::1], int64[::1], int64[::1], int64[::1], int64[::1])")(
+        compiled.first_hits.py_func
+    )
+    assert calls == [True, False]
+    bits = np.packbits(np.array([0, 0, 1, 0, 0, 0, 0, 1, 1], dtype=bool), bitorder="little")
+    query, deltas, restart = (np.array(v, dtype=np.int64) for v in ([0, 1, 5], [0, 1, 2], [0, 0, 0]))
+    out, expected = np.empty(3, dtype=np.int64), np.empty(3, dtype=np.int64)
+    uncached(bits, query, deltas, restart, out)
+    compiled.first_hits(bits, query, deltas, restart, expected)
+    np.testing.assert_array_equal(out, expected)
+    np.testing.assert_array_equal(out, [2, 1, 2])  # corners 2, 2 and 7 are the first set bits reached
+
+
 # --------------------------------------------------------------------------- DeepMind published vectors
 # google-deepmind/surface-distance, surface_distance_test.py
 
