@@ -621,14 +621,20 @@ def _uint8_union_boxes(truth: np.ndarray, pred: np.ndarray) -> dict[int, _Box]:
     bounds = np.zeros((256, 6), dtype=np.int64)
     bounds[:, :3] = np.iinfo(np.int64).max
     as3d = (1,) * (3 - truth.ndim) + truth.shape
-    words = [a.reshape(-1)[: a.size - a.size % 8].view(np.uint64) for a in (truth, pred)]
-    compiled.union_boxes(truth.reshape(as3d), pred.reshape(as3d), *words, bounds)
+    compiled.union_boxes(truth.reshape(as3d), pred.reshape(as3d), _words(truth), _words(pred), bounds)
     keep = 3 - truth.ndim  # the axes of the map among the three of the pass
     return {
         value: tuple(slice(int(lo), int(hi)) for lo, hi in zip(row[keep:3], row[3 + keep :], strict=True))
         for value, row in enumerate(bounds)
         if value and row[3] > 0
     }
+
+
+def _words(a: np.ndarray) -> np.ndarray:
+    """The whole 8-byte words of a C-contiguous uint8 array, flat, as uint64 (a view), for the compiled passes
+    that skip 8 bytes at a time."""
+    flat = a.reshape(-1)
+    return flat[: flat.size - flat.size % 8].view(np.uint64)
 
 
 def _box_for(truth: np.ndarray, pred: np.ndarray, boxes: dict[int, _Box], label_id: int) -> _Box | None:
@@ -810,9 +816,9 @@ class _Surface:
 
     ``bits`` is the flat corner grid, one bit per corner (set at the border corners; little bit order, as
     :func:`trackeval.metrics.compiled.first_hits` reads it), and ``deltas`` the search offsets as flat offsets on
-    this grid (every border corner plus every offset lies inside
-    it: the crop is padded by the search radius). ``flat`` holds the border corners' flat indices (ascending),
-    ``codes`` their neighbourhood codes (the index of their surfel area in the geometry's table).
+    this grid (every border corner plus every offset lies inside it: the crop is padded by the search radius).
+    ``flat`` holds the border corners' flat indices (ascending), ``codes`` their neighbourhood codes (the index
+    of their surfel area in the geometry's table).
     """
 
     bits: np.ndarray
@@ -851,9 +857,8 @@ def _surface(arr: np.ndarray, box: _Box, members: tuple, geometry: _Geometry) ->
     corner_at, extent_at = np.array(corner, dtype=np.int64), np.array(extent, dtype=np.int64)
     n = compiled.border_codes(grid3, geometry.weights, geometry.full_code, corner_at, extent_at)
     flat, codes = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.uint8)
-    words = grid3.reshape(-1)[: grid3.size - grid3.size % 8].view(np.uint64)
     bits = np.zeros(grid.size // 8 + 1, dtype=np.uint8)
-    compiled.gather_nonzero(grid3, words, corner_at, extent_at, flat, codes, bits)
+    compiled.gather_nonzero(grid3, _words(grid3), corner_at, extent_at, flat, codes, bits)
     strides = np.array([math.prod(shape[ax + 1 :]) for ax in range(len(shape))], dtype=np.int64)
     return _Surface(bits, shape, geometry.offsets @ strides, flat, codes)
 
