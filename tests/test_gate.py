@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from scipy.stats import norm, t
 
 from tests import gate_data
 from trackeval.api import gate_policies, load_config
@@ -85,7 +86,7 @@ def test_noise_level_difference_within_margin_is_promoted(results):
 
 
 def test_one_organ_regressing_is_rejected_by_the_worst_group_guard(results):
-    d = _gate(results, "organ_regress")
+    d = _gate(results, "organ_regress", "gate.n_resamples=20000")
     head = d.comparisons[0].rows[0]
     assert head.ci95_low > 0.1  # the mean improves clearly
     failed = [c for c in d.checks if not c.passed]
@@ -93,11 +94,24 @@ def test_one_organ_regressing_is_rejected_by_the_worst_group_guard(results):
     assert [c.name for c in failed] == ["worst_group"]
     assert "umd/dsc/by_organ/heart" in failed[0].detail
     heart = next(g for g in d.group_tests if g.key == "umd/dsc/by_organ/heart")
-    # every replicate of heart lies below -margin (Dice 1 -> 0.8 on every case): the expanded bound excludes
-    # the margin at every level, p = 0
-    assert heart.p_value == 0.0 and heart.p_adjusted == 0.0
+    # every replicate of heart lies below -margin (Dice 1 -> 0.8 on every case): the level is floored at 1/B
+    # (the resolution of B = 20000 replicates) and expanded with 6 subjects, never 0
+    want = float(t.cdf(norm.ppf(1 / 20000) / np.sqrt(6 / 5), 5))
+    assert heart.p_value == pytest.approx(want, rel=1e-9) and 0.007 < heart.p_value < 0.009
+    assert heart.p_adjusted == pytest.approx(5 * want, rel=1e-9)  # Holm, 5 groups: heart has the smallest p
     # a margin wider than the regression lets it through
-    assert _gate(results, "organ_regress", "gate.group_margins={umd/organ/heart: 0.25}").verdict == "pass"
+    wide = _gate(results, "organ_regress", "gate.n_resamples=20000", "gate.group_margins={umd/organ/heart: 0.25}")
+    assert wide.verdict == "pass"
+
+
+def test_at_small_n_the_guard_resolves_no_p_below_its_resampling_floor(results):
+    # B = 1000 at 6 subjects: the smallest p is expanded(1/1000) = 0.0185; Holm over 5 groups gives 0.093 > alpha,
+    # so even a regression on every case is not shown beyond its margin (the guard cannot tell it at this n and B)
+    d = _gate(results, "organ_regress")
+    heart = next(g for g in d.group_tests if g.key == "umd/dsc/by_organ/heart")
+    assert heart.p_value == pytest.approx(float(t.cdf(norm.ppf(1 / 1000) / np.sqrt(6 / 5), 5)), rel=1e-9)
+    assert heart.p_adjusted == pytest.approx(5 * heart.p_value, rel=1e-9) and heart.p_adjusted > 0.05
+    assert d.verdict == "pass", d.reasons
 
 
 def test_plain_percentile_pvalues_keep_the_plus_one_rule(tmp_path):

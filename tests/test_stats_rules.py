@@ -63,9 +63,23 @@ def test_expanded_bootstrap_pvalue_maps_the_raw_level():
     # 1 of 4: the level 1/4
     quarter = float(t.cdf(norm.ppf(0.25) / math.sqrt(6 / 5), 5))
     assert bootstrap_pvalue(s, -0.25 + TINY, "less", 6, "expanded_percentile") == pytest.approx(quarter, rel=1e-12)
-    # every replicate on the H1 side: 0 (the bound excludes the threshold at every level); none: 1
-    assert bootstrap_pvalue(s, 0.5, "less", 6, "expanded_percentile") == 0.0
+    # every replicate on the H1 side: the level is floored at 1/B (here 1/4), never 0; none on it: 1
+    assert bootstrap_pvalue(s, 0.5, "less", 6, "expanded_percentile") == pytest.approx(quarter, rel=1e-12)
+    assert bootstrap_pvalue(s, -1.0, "greater", 6, "expanded_percentile") == pytest.approx(quarter, rel=1e-12)
     assert bootstrap_pvalue(s, 0.5, "greater", 6, "expanded_percentile") == 1.0
+
+
+@pytest.mark.parametrize("n_units", [2, 6, 12, 30, 100])
+@pytest.mark.parametrize("n_resamples", [19, 1000, 2000])
+def test_expanded_bootstrap_pvalue_is_never_zero(n_units, n_resamples):
+    # every replicate far beyond the threshold: the level is 1/B, expanded with n clusters (t with n - 1 df)
+    s = np.full(n_resamples, -10.0)
+    p = bootstrap_pvalue(s, 0.0, "less", n_units, "expanded_percentile")
+    want = float(t.cdf(norm.ppf(1 / n_resamples) / math.sqrt(n_units / (n_units - 1)), n_units - 1))
+    assert p == pytest.approx(want, rel=1e-9) and p > 1 / n_resamples
+    # one replicate on the H0 side gives the same level: the floor is the resolution of B replicates
+    s[0] = 1.0
+    assert bootstrap_pvalue(s, 0.0, "less", n_units, "expanded_percentile") == pytest.approx(want, rel=1e-12)
 
 
 def test_bootstrap_pvalue_drops_nan_replicates():

@@ -394,10 +394,14 @@ def bootstrap_pvalue(
 
     ``percentile``: ``p = (1 + #{replicates on the H0 side}) / (1 + B)`` over the non-NaN replicates (the +1 keeps
     p > 0, as in Davison & Hinkley); it is below ``alpha`` exactly when the one-sided ``1 - alpha`` percentile
-    bound excludes ``threshold``. ``expanded_percentile``: the level ``#{H0 side} / B`` mapped by
+    bound excludes ``threshold``. ``expanded_percentile``: the level ``max(#{H0 side}, 1) / B`` mapped by
     :func:`~trackeval.stats.bootstrap.expanded_pvalue` with ``n_units`` clusters, below ``alpha`` exactly when
-    the one-sided expanded bound excludes ``threshold`` (0 when every replicate lies on the H1 side, as the bound
-    then excludes it at every level). No valid replicate -> 1.0 (no evidence).
+    the one-sided expanded bound excludes ``threshold``. The level is floored at ``1 / B``, the resolution of
+    ``B`` replicates: when every replicate lies on the H1 side the data say only that the level is below
+    ``1 / B``, and that resolution goes through the same expansion (at 6 clusters and ``B = 2000``, ``p =
+    0.015``), so a p-value is never 0 for a finite ``B`` (a level of 0 would reject at every alpha, whatever the
+    number of clusters, and made the worst-group guard refuse at its null at small n). No valid replicate ->
+    1.0 (no evidence).
     """
     s = np.asarray(samples, dtype=np.float64)
     s = s[~np.isnan(s)]
@@ -405,7 +409,7 @@ def bootstrap_pvalue(
         return 1.0
     on_h0 = np.count_nonzero(s >= threshold) if alternative == "less" else np.count_nonzero(s <= threshold)
     if method == "expanded_percentile":
-        return expanded_pvalue(on_h0 / s.size, n_units, method)
+        return expanded_pvalue(max(on_h0, 1) / s.size, n_units, method)
     return float((1 + on_h0) / (1 + s.size))
 
 
