@@ -124,6 +124,9 @@ def run_track(args: argparse.Namespace) -> int:
         repaired = f"; completed now: {', '.join(t.repaired)}" if t.repaired else ""
         line = f"{t.folder}: {t.unit} {t.model} {state} as run {t.run_id}{repaired}"
         console.print(escape_terminal(line), highlight=False, soft_wrap=True)
+        if t.replaced:  # --replace: the old run stays, tagged trackeval.replaced_by and renamed "... (replaced)"
+            line = f"{t.folder}: {t.unit} {t.model} replaced run {t.replaced} by {t.run_id}"
+            console.print(escape_terminal(line), highlight=False, soft_wrap=True)
         if t.n_missing_predictions:
             warn = "warning: " + missing_line(t.unit, t.model, t.n_missing_predictions)
             console.print(escape_terminal(warn), highlight=False, soft_wrap=True)

@@ -16,6 +16,7 @@ from trackeval.gate.compare import BenchmarkComparison, DeltaRow
 from trackeval.gate.decide import Decision
 from trackeval.io.escape import escape_markdown, escape_terminal
 from trackeval.plotdata import READER_DIMENSION, reader_metric_rows
+from trackeval.report.checks import check_scope
 from trackeval.report.console import missing_line, n_missing
 from trackeval.report.labels import metric_label, version_label
 from trackeval.results import BenchmarkResult, MetricSummary
@@ -174,7 +175,8 @@ def decision_markdown(decision: Decision, baseline: str = "champion") -> str:
         "| --- | --- | --- | --- |",
     ]
     lines += [
-        f"| {md(c.name)} | {md(c.unit)} | {'yes' if c.passed else 'NO'} | {md(c.detail)} |" for c in decision.checks
+        f"| {md(c.name)} | {md(check_scope(c.unit))} | {'yes' if c.passed else 'NO'} | {md(c.detail)} |"
+        for c in decision.checks
     ]
     lines += [f"\nNote: {md(n)}" for n in decision.notes]
     if decision.group_tests:
@@ -198,7 +200,7 @@ def print_decision(decision: Decision, console: Console | None = None, missing: 
     print_comparisons(decision.comparisons, console)
     for c in decision.checks:
         mark = "[green]pass[/]" if c.passed else "[red]FAIL[/]"
-        what = escape_terminal(f"{c.unit} {c.name}: {c.detail}")
+        what = escape_terminal(f"{check_scope(c.unit)} {c.name}: {c.detail}")  # "all units", never "*"
         console.print(f"{mark} {what}", highlight=False)
     print_missing(missing, console)
     for note in decision.notes:

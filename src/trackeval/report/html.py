@@ -17,6 +17,7 @@ from pathlib import Path
 from trackeval.gate.compare import BenchmarkComparison
 from trackeval.gate.decide import Decision
 from trackeval.io.escape import escape_html
+from trackeval.report.checks import check_scope
 from trackeval.report.comparison import HEADER, _cells, _reader_sections
 from trackeval.report.console import reader_table
 from trackeval.results import BenchmarkResult, MetricSummary
@@ -154,7 +155,7 @@ def decision_report(decision: Decision) -> str:
         f'<span class="{cls}">{decision.verdict.upper()}</span></p>',
         _table(
             ["check", "benchmark", "passed", "detail"],
-            [[c.name, c.unit, "yes" if c.passed else "NO", c.detail] for c in decision.checks],
+            [[c.name, check_scope(c.unit), "yes" if c.passed else "NO", c.detail] for c in decision.checks],
             numeric_from=9,
         ),
         *(f"<p>Note: {escape_html(n)}</p>" for n in decision.notes),

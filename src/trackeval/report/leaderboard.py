@@ -28,7 +28,9 @@ class Cell(BaseModel):
 
 
 class Row(BaseModel):
-    """One model version: its LoggedModel, whether it is ``@champion``, and a cell per unit."""
+    """One model version: its LoggedModel, whether it is ``@champion``, a cell per unit, and its last gate
+    decision in a few words (``pass``, ``fail: worst_group umd organ=heart -0.2000 [-0.2000, -0.2000]``, ``not
+    gated``; :func:`~trackeval.tracking.leaderboard.gate_cell`)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -37,6 +39,7 @@ class Row(BaseModel):
     model_id: str
     champion: bool
     cells: dict[str, Cell]
+    gate: str = ""
 
 
 class Leaderboard(BaseModel):
@@ -57,18 +60,21 @@ def _cell(c: Cell | None) -> str:
 
 
 def _table(board: Leaderboard, escape: Callable[[str], str] = str) -> tuple[list[str], list[list[str]]]:
-    """Header (primary keys; a lower-is-better one marked ``(lower is better)``) and formatted rows; ``escape``
-    (the medium's function of :mod:`trackeval.io.escape`) applied to the keys, model names and versions."""
+    """Header (primary keys; a lower-is-better one marked ``(lower is better)``; then ``gate``) and formatted
+    rows; ``escape`` (the medium's function of :mod:`trackeval.io.escape`) applied to the keys, model names,
+    versions and gate cells (which name groups: data)."""
     header = [
         "model",
         "version",
         *(escape(board.keys[u]) + ("" if board.higher_is_better[u] else " (lower is better)") for u in board.units),
+        "gate",
     ]
     rows = [
         [
             escape(r.model),
             escape(r.version) + (" (champion)" if r.champion else ""),
             *(_cell(r.cells.get(u)) for u in board.units),
+            escape(r.gate or "-"),
         ]
         for r in board.rows
     ]
@@ -94,9 +100,12 @@ def print_leaderboard(board: Leaderboard, console: Console | None = None) -> Non
         if not console.is_terminal:  # logs and CI: do not wrap "value [low, high]" cells at 80 columns
             console.width = 160
     header, rows = _table(board, escape_terminal)
-    table = Table(title="leaderboard: primary metric of each benchmark unit [95% CI]; higher is better unless marked")
+    table = Table(
+        title="leaderboard: primary metric of each benchmark unit [95% CI]; higher is better unless marked; "
+        "gate: the version's last decision (its first failed check)"
+    )
     for i, h in enumerate(header):
-        table.add_column(h, justify="left" if i < 2 else "right")
+        table.add_column(h, justify="left" if i < 2 or i == len(header) - 1 else "right")
     for row in rows:
         table.add_row(*row)
     console.print(table)
@@ -109,7 +118,10 @@ def leaderboard_markdown(board: Leaderboard) -> str:
     header, rows = _table(board, escape_markdown)
     lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
-    note = "Primary metric of each benchmark unit, mean [95% CI]; higher is better unless marked.\n\n"
+    note = (
+        "Primary metric of each benchmark unit, mean [95% CI]; higher is better unless marked. Gate: the "
+        "version's last gate decision (its first failed check, candidate - champion [95% CI]).\n\n"
+    )
     missing = "".join(f"\n\\* {escape_markdown(m)}\n" for m in missing_notes(board))
     return "## Leaderboard\n\n" + note + "\n".join(lines) + "\n" + missing
 

@@ -25,7 +25,7 @@ from trackeval.tracking.evidence import run_evidence
 from trackeval.tracking.lineage import flatten
 from trackeval.tracking.registry import eval_runs
 from trackeval.tracking.tags import KIND_GATE, PROMOTED_TAG, TAG
-from trackeval.tracking.views import SidesResults, log_comparison_tables
+from trackeval.tracking.views import SidesResults, describe_decision, log_comparison_tables
 
 
 def decision_key(decision: Decision, cand_mv: Any, champ_mv: Any | None) -> str:
@@ -72,6 +72,7 @@ def record_decision(
         )
         _log_decision_artifacts(ml, run_id, decision)
         log_comparison_tables(ml, run_id, decision, cand_mv, results)
+        describe_decision(ml, run_id, decision, cand_mv, champ_mv)  # the run's description: verdict, checks, figures
     return run_id
 
 

@@ -3,7 +3,8 @@ LoggedModels (``search_logged_models``), with CIs and the registry's ``@champion
 
 A version's numbers are those of the evaluation runs its registered version points at (``trackeval.eval_run.<unit>``,
 set last by ``track``): metrics an interrupted or failed ``track`` linked to the LoggedModel are never shown, and
-after ``track --replace`` the leaderboard moves exactly when the registry does."""
+after ``track --replace`` the leaderboard moves exactly when the registry does. The gate column says what the
+version's last gate decision was and, when it failed, its first failed check with its numbers (:func:`gate_cell`)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from trackeval.errors import InputError
 from trackeval.gate.policy import UnitPolicy
 from trackeval.report.leaderboard import Cell, Leaderboard, Row
 from trackeval.tracking.client import Mlflow, quote
-from trackeval.tracking.registry import registered_version_name, resolve_version
+from trackeval.tracking.registry import eval_runs, registered_version_name, resolve_version
 from trackeval.tracking.tags import EVAL_RUN_TAG, TAG, VERSION_TAG
 
 
@@ -30,16 +31,36 @@ def _champions(ml: Mlflow, names: set[str]) -> dict[str, str]:
     return out
 
 
-def _pointed_runs(ml: Mlflow, name: str) -> dict[str, set[str]]:
-    """``{trackeval version: {evaluation run ids its eval_run tags point at}}`` of model ``name`` (the
-    lowest-numbered registered version when two carry one trackeval version, as
-    :func:`~trackeval.tracking.registry.find_version` picks)."""
+def _versions(ml: Mlflow, name: str) -> dict[str, Any]:
+    """``{trackeval version: registered version}`` of model ``name`` (the lowest-numbered registered version when
+    two carry one trackeval version, as :func:`~trackeval.tracking.registry.find_version` picks)."""
     found = ml.call("search_model_versions", ml.client.search_model_versions, f"name = {quote(name)}")
-    out: dict[str, set[str]] = {}
+    out: dict[str, Any] = {}
     for mv in sorted(found, key=lambda v: int(v.version), reverse=True):  # the lowest number is written last
         if VERSION_TAG in mv.tags:
-            out[mv.tags[VERSION_TAG]] = {v for k, v in mv.tags.items() if k.startswith(EVAL_RUN_TAG)}
+            out[mv.tags[VERSION_TAG]] = mv
     return out
+
+
+def _pointed(mv: Any | None) -> set[str]:
+    """The evaluation run ids registered version ``mv`` points at (its ``eval_run`` tags)."""
+    return set() if mv is None else {v for k, v in mv.tags.items() if k.startswith(EVAL_RUN_TAG)}
+
+
+def gate_cell(ml: Mlflow, mv: Any | None) -> str:
+    """The gate column of registered version ``mv``: its last decision in a few words (``pass``, ``fail:
+    worst_group umd organ=heart -0.2000 [-0.2000, -0.2000]``: the decision run's ``trackeval.gate.summary``, see
+    :func:`~trackeval.report.checks.gate_summary`), ``(evidence replaced since)`` appended when the version's
+    evaluations changed after it (``track --replace``), ``not gated`` without a decision."""
+    from trackeval.tracking.descriptions import decision_summary
+
+    run_id = None if mv is None else mv.tags.get(TAG + "gate.decision_run")
+    if not run_id:
+        return "not gated"
+    run = ml.call("get_run", ml.client.get_run, run_id)
+    current = ",".join(f"{u}={r}" for u, r in eval_runs(mv).items())
+    stale = run.data.params.get("candidate_runs", current) != current
+    return decision_summary(ml, run) + (" (evidence replaced since)" if stale else "")
 
 
 def _latest(model: Any, tracked: set[str]) -> dict[str, Any]:
@@ -103,17 +124,16 @@ def leaderboard(
         for m in found
         if TAG + "model_version" in m.tags and (model is None or m.tags.get(TAG + "model_name") == model)
     ]
-    pointed: dict[str, dict[str, set[str]]] = {}
+    registered: dict[str, dict[str, Any]] = {}
     rows = []
     for m in models:
         name, version = m.tags.get(TAG + "model_name", ""), m.tags[TAG + "model_version"]
-        if name not in pointed:
-            pointed[name] = _pointed_runs(ml, name)
-        latest = _latest(m, pointed[name].get(version, set()))
-        cells = _cells(latest, policies, units, missing)
-        rows.append(
-            Row(model=m.tags[TAG + "model_name"], version=version, model_id=m.model_id, champion=False, cells=cells)
-        )
+        if name not in registered:
+            registered[name] = _versions(ml, name)
+        mv = registered[name].get(version)
+        cells = _cells(_latest(m, _pointed(mv)), policies, units, missing)
+        gate = gate_cell(ml, mv)
+        rows.append(Row(model=name, version=version, model_id=m.model_id, champion=False, cells=cells, gate=gate))
     champions = _champions(ml, {r.model for r in rows})
     for r in rows:
         r.champion = champions.get(r.model) == r.version

@@ -29,7 +29,9 @@ any two steps leaves a state that the next ``track`` of the same folder complete
 A complete unit is not logged again, but the version's ``eval_run.<unit>`` tags are pointed at it all the same, so
 the registry follows the results that were tracked last (e.g. after a revert). Pointing them at other results
 than the ones they hold (another results.json digest, ``trackeval.results_digest``) needs ``replace``, which then
-withdraws the aliases that rested on the old evidence (:func:`~trackeval.tracking.verification.withdraw_replaced`).
+withdraws the aliases that rested on the old evidence (:func:`~trackeval.tracking.verification.withdraw_replaced`),
+and marks the replaced run and its parent (``trackeval.replaced_by``, the name ``... (replaced)``, a description
+linking the current run: :func:`~trackeval.tracking.descriptions.mark_replaced`).
 
 Faults (see :mod:`trackeval.tracking.client`): the results stay on disk when MLflow fails; a run left RUNNING
 by a killed process or a dead server is marked FAILED by the next ``track`` of the same model version. SQLite
@@ -65,6 +67,7 @@ from trackeval.io.results_folder import (
 )
 from trackeval.results import BenchmarkResult, headline_metrics
 from trackeval.tracking.client import Mlflow, TrackingError, check_model_ref, quote, store_lock, tracking_uri
+from trackeval.tracking.descriptions import mark_replaced
 from trackeval.tracking.lineage import dvc_data_digest, flatten, git_commit, idempotency_key
 from trackeval.tracking.logged_models import logged_model
 from trackeval.tracking.registry import find_version, link_version
@@ -91,6 +94,8 @@ class Tracked:
     n_missing_predictions: int = 0
     #: aliases moved because ``--replace`` changed the evidence they rested on (one line each)
     aliases: tuple[str, ...] = ()
+    #: the evaluation run this one replaced as the version's evidence and marked now (``--replace``; "" if none)
+    replaced: str = ""
 
 
 @dataclass(frozen=True)
@@ -491,7 +496,8 @@ def track_results(
     to a model version). ``replace``: allow re-pointing a version at an evaluation with other results (other
     ground truth, or any other results.json; see :func:`_check_repoint`); every alias that rested on the
     version's old evidence is then withdrawn (:func:`~trackeval.tracking.verification.withdraw_replaced`) and
-    listed in :attr:`Tracked.aliases`. A local store is written under its lock (module docstring).
+    listed in :attr:`Tracked.aliases`, and the replaced run is marked (:attr:`Tracked.replaced`). A local store
+    is written under its lock (module docstring).
 
     Raises:
         InputError: a folder does not verify, or its model name / version is refused (names the file and field).
@@ -510,9 +516,10 @@ def track_results(
             for (name, version), items in by_model.items():
                 before = _check_repoint(ml, name, version, items, replace)
                 tracked = _track_version(ml, name, version, items, lineage)
+                marked = mark_replaced(ml, name, version)  # the runs replaced: tagged, renamed, described
                 describe_version(ml, name, find_version(ml, name, version), declared_primary())
                 withdrawn = tuple(_withdraw(ml, name, version, before)) if before is not None else ()
-                out += [dataclasses.replace(t, aliases=withdrawn) for t in tracked]
+                out += [dataclasses.replace(t, aliases=withdrawn, replaced=marked.get(t.unit, "")) for t in tracked]
     except TrackingError as exc:
         where = " ".join(str(f) for f in folders)
         raise TrackingError(

@@ -15,16 +15,19 @@ module formats what the results and decisions hold; it computes no metric.
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from trackeval.gate.decide import Decision
 from trackeval.io.escape import escape_markdown
+from trackeval.report.checks import shown
 from trackeval.results import BenchmarkResult
 from trackeval.tracking.client import Mlflow
+from trackeval.tracking.descriptions import describe_decision, gate_history_lines, run_link
 from trackeval.tracking.registry import registered_version_name
 from trackeval.tracking.tags import TAG
+
+__all__ = ["describe_decision", "describe_version", "log_comparison_tables", "shown", "version_description"]
 
 #: one version's evaluations, ``{unit: result}``
 Results = Mapping[str, BenchmarkResult]
@@ -39,21 +42,6 @@ COLUMNS = ("unit", "dimension", "group", "champion", "candidate", "delta", "ci95
 DESCRIPTION_ROWS = 40
 #: the longest description a store keeps (MLflow's SQL stores: 5000 characters)
 MAX_DESCRIPTION = 5000
-
-
-def shown(x: float | None) -> str:
-    """``x`` for people: 4 significant digits (``0.9300``-style fixed for magnitudes in [1e-3, 1e4)); ``-`` for
-    None or NaN.
-
-    >>> shown(0.7165255946287141), shown(12.3456), shown(None), shown(0.0)
-    ('0.7165', '12.35', '-', '0.000')
-    """
-    if x is None or math.isnan(x):
-        return "-"
-    if x == 0 or 1e-3 <= abs(x) < 1e4:
-        digits = 3 if x == 0 else max(0, 3 - math.floor(math.log10(abs(x))))
-        return f"{x:.{digits}f}"
-    return f"{x:.3e}"
 
 
 def comparison_table(decision: Decision) -> dict[str, list[Any]]:
@@ -111,14 +99,22 @@ def _log_overlays(
                 ml.call("log_artifacts", ml.client.log_artifacts, run_id, tmp, folder)
 
 
-def _headline_lines(results: Mapping[str, BenchmarkResult], primary: Mapping[str, str]) -> list[str]:
-    lines = ["| unit | metric | value [95% CI] | n |", "| --- | --- | --- | --- |"]
+def _headline_lines(
+    results: Mapping[str, BenchmarkResult], primary: Mapping[str, str], runs: Mapping[str, str]
+) -> list[str]:
+    """Each unit's gated headline [95% CI] and n; with ``runs`` (``{unit: UI link}``) a column linking the
+    evaluation run the version points at now."""
+    linked = bool(runs)
+    lines = ["| unit | metric | value [95% CI] | n |" + (" evaluation run |" if linked else ""),
+             "| --- | --- | --- | --- |" + (" --- |" if linked else "")]  # fmt: skip
     for unit_name, result in sorted(results.items()):
         key = primary.get(unit_name, "")
         s = result.aggregates.get(key)
         value = "missing" if s is None else f"{shown(s.value)} [{shown(s.ci95_low)}, {shown(s.ci95_high)}]"
         n = "" if s is None else str(s.n_valid)
-        lines.append(f"| {escape_markdown(unit_name)} | {escape_markdown(key)} | {value} | {n} |")
+        run = runs.get(unit_name, "")
+        cell = f" [{run.rsplit('/', 1)[-1][:12]}]({run}) |" if run else (" - |" if linked else "")
+        lines.append(f"| {escape_markdown(unit_name)} | {escape_markdown(key)} | {value} | {n} |{cell}")
     return lines
 
 
@@ -150,18 +146,29 @@ def version_description(
     primary: Mapping[str, str],
     decision: Decision | None = None,
     decision_link: str = "",
+    *,
+    runs: Mapping[str, str] | None = None,
+    history: Sequence[str] = (),
+    notes: Sequence[str] = (),
 ) -> str:
     """The Markdown description of registered version ``mv`` (module docstring). ``primary``: ``{unit: gated
     headline key}``; ``decision``: its last gate decision (its verdict, reasons and paired rows are listed) and
-    ``decision_link`` the UI link of that decision's run."""
+    ``decision_link`` the UI link of that decision's run. ``runs``: ``{unit: UI link}`` of the evaluation runs
+    the version points at (its current evidence); ``notes``: Markdown paragraphs under the headline table;
+    ``history``: the lines of its gate history (:func:`~trackeval.tracking.descriptions.gate_history_lines`),
+    listed before the paired rows (a description cut at :data:`MAX_DESCRIPTION` loses paired rows first)."""
     label = registered_version_name(mv)
     lines = [f"**{escape_markdown(label)}**: version {mv.version} of `{escape_markdown(model)}` (trackeval)", ""]
-    lines += _headline_lines(results, primary) if results else ["no evaluation tracked yet"]
+    lines += _headline_lines(results, primary, runs or {}) if results else ["no evaluation tracked yet"]
+    for note in notes:
+        lines += ["", note]
     if decision is not None:
         reasons = escape_markdown("; ".join(decision.reasons) or "all checks passed")
         lines += ["", f"Gate: **{decision.verdict.upper()}** ({reasons})"]
         if decision_link:
             lines.append(f"[decision run]({decision_link})")
+    lines += history
+    if decision is not None:
         lines += _comparison_lines(decision)
     return "\n".join(lines) + "\n"
 
@@ -174,6 +181,40 @@ def declared_primary() -> dict[str, str]:
     return {name: f"{name}/{spec.primary.metric}" for name, spec in units().items()}
 
 
+def _current_evidence(ml: Mlflow, mv: Any) -> tuple[dict[str, str], list[str]]:
+    """``{unit: UI link}`` of the evaluation runs ``mv`` points at, and a note when one of them is not under the
+    version's Source Run (the run it was registered from: after ``track --replace`` an earlier one)."""
+    from trackeval.tracking.descriptions import current_runs
+
+    runs = current_runs(ml, mv)
+    links = {unit: run_link(r.info.experiment_id, r.info.run_id) for unit, r in runs.items()}
+    source = getattr(mv, "run_id", None)
+    moved = sorted(u for u, r in runs.items() if source and r.data.tags.get("mlflow.parentRunId") != source)
+    if not moved:
+        return links, []
+    note = (
+        f"Current evidence: the evaluation runs linked above. The version's Source Run is the run it was first "
+        f"registered from; {escape_markdown(', '.join(moved))} was tracked again since (`trackeval track --replace`), "
+        "and the replaced runs are named `... (replaced)`."
+    )
+    return links, [note]
+
+
+def _stale(ml: Mlflow, mv: Any) -> str | None:
+    """The UI link of ``mv``'s last decision run when it was made on other evaluation runs than the ones ``mv``
+    points at now (``track --replace`` since), else None (also when never gated)."""
+    from trackeval.tracking.registry import eval_runs
+
+    run_id = mv.tags.get(TAG + "gate.decision_run")
+    if not run_id:
+        return None
+    run = ml.call("get_run", ml.client.get_run, run_id)
+    current = ",".join(f"{u}={r}" for u, r in eval_runs(mv).items())
+    if run.data.params.get("candidate_runs", current) == current:
+        return None
+    return run_link(run.info.experiment_id, run_id)
+
+
 def describe_version(
     ml: Mlflow,
     name: str,
@@ -183,17 +224,27 @@ def describe_version(
     results: Results | None = None,
 ) -> None:
     """Set ``mv``'s description and short ``version`` tag from the evaluations it points at (``results`` when
-    the caller has read them already) and ``decision`` (its last gate decision and that decision's run id), only
-    what changed. ``primary``: ``{unit: headline key}`` shown per unit. Without ``decision``, a version already
-    gated keeps its description (the gate writes it, ``track`` only before the first decision)."""
+    the caller has read them already), their runs (linked: the current evidence), its gate history and
+    ``decision`` (its last gate decision and that decision's run id), only what changed. ``primary``: ``{unit:
+    headline key}`` shown per unit. Without ``decision``, a version already gated keeps its description (the gate
+    writes it, ``track`` only before the first decision), unless its evaluations were replaced since that
+    decision: the description then shows the current evidence and says the version is not gated on it."""
     from trackeval.tracking.evidence import version_results
 
     mv = ml.call("get_model_version", ml.client.get_model_version, name, mv.version)  # fresh tags
-    if decision is None and mv.tags.get(TAG + "gate.decision_run"):
+    stale = None if decision is not None else _stale(ml, mv)
+    if decision is None and mv.tags.get(TAG + "gate.decision_run") and stale is None:
         return
     results = version_results(ml, mv) if results is None else results
-    link = f"#/experiments/{ml.experiment_id()}/runs/{decision[1]}" if decision else ""
-    text = version_description(name, mv, results, primary, decision[0] if decision else None, link)
+    runs, notes = _current_evidence(ml, mv)
+    if stale:
+        notes.append(f"Gate: not gated on the current evidence yet; the [last decision]({stale}) was made on "
+                     "replaced evaluations (run `trackeval promote`).")  # fmt: skip
+    link = run_link(ml.experiment_id(), decision[1]) if decision else ""
+    history = gate_history_lines(ml, name, mv)
+    text = version_description(
+        name, mv, results, primary, decision[0] if decision else None, link, runs=runs, history=history, notes=notes
+    )
     if len(text) > MAX_DESCRIPTION:
         text = text[: MAX_DESCRIPTION - 60].rsplit("\n", 1)[0] + f"\n\n(cut; the full table: {DECISION_TABLE})\n"
     if (mv.description or "") != text:
