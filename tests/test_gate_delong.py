@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from scipy.stats import norm
+from scipy.stats import norm, t
 from sklearn.metrics import roc_auc_score
 
 from trackeval.api import gate_policies, load_config
@@ -71,7 +71,10 @@ def test_paired_variance_equals_direct_structural_components(seed):
     assert d.variance[0] == pytest.approx(direct, rel=1e-10)
     # var(A - B) = var(A) + var(B) - 2 cov(A, B): positively correlated models -> less than the unpaired sum
     assert d.variance[0] < delong(y, a).variance + delong(y, b).variance
-    half = norm.ppf(0.975) * math.sqrt(direct)
+    # the t reference: min(positives, negatives) - 1 degrees of freedom (every image its own cluster)
+    df = int(min(y.sum(), (1 - y).sum())) - 1
+    assert d.df[0] == df and d.overall_df == df
+    half = t.ppf(0.975, df) * math.sqrt(direct)
     assert (d.low[0], d.high[0]) == pytest.approx((d.value[0] - half, d.value[0] + half), abs=1e-12)
     assert d.overall == d.value[0] and d.overall_variance == pytest.approx(direct, rel=1e-10)
 
@@ -260,7 +263,9 @@ def test_one_finding_regressing_is_rejected_by_the_worst_group_guard(xray_result
     _, b = _labels_scores(xray_results["champion"], REGRESSED)
     delta = roc_auc_score(y, a) - roc_auc_score(y, b)
     assert delta < -0.1
-    p = norm.cdf((delta + 0.05) / math.sqrt(_paired_var_direct(y, a, b)))  # one-sided z-test at margin 0.05
+    df = int(min(y.sum(), (1 - y).sum())) - 1  # NIH: every image its own cluster here
+    p = t.cdf((delta + 0.05) / math.sqrt(_paired_var_direct(y, a, b)), df)  # one-sided t-test at margin 0.05
+    assert d.comparisons[0].reference == "t" and next(r for r in d.comparisons[0].rows if r.key == g.key).df == df
     assert g.p_value == pytest.approx(p, rel=1e-6)
     assert g.p_adjusted == pytest.approx(min(1.0, len(NIH_FINDINGS) * p), rel=1e-6)  # Holm: smallest p x 14
     assert (

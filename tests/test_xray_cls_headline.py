@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from scipy.stats import norm
+from scipy.stats import t
 from sklearn.metrics import roc_auc_score
 
 import trackeval
@@ -21,7 +21,6 @@ FINDINGS = ("Effusion", "Mass", "Hernia")
 TOKENS = ("effusion", "mass", "hernia")
 N = 240
 HERNIA_POSITIVES = 3
-Z = norm.ppf(0.975)
 
 
 def _tables() -> tuple[np.ndarray, np.ndarray]:
@@ -60,9 +59,15 @@ def _delong_var_direct(y: np.ndarray, s: np.ndarray) -> float:
     return float(np.var(psi.mean(axis=1), ddof=1) / len(pos) + np.var(psi.mean(axis=0), ddof=1) / len(neg))
 
 
-def _logit_ci(a: float, var: float) -> tuple[float, float]:
-    """expit(logit(a) -/+ z sqrt(var) / (a (1 - a))), written out."""
-    half = Z * math.sqrt(var) / (a * (1 - a))
+def _df(y: np.ndarray, cols: list[int]) -> int:
+    """The t reference's degrees of freedom: every image its own cluster, min(positives, negatives) - 1 of the
+    smallest class over ``cols``."""
+    return int(min(min(y[:, j].sum(), (1 - y[:, j]).sum()) for j in cols)) - 1
+
+
+def _logit_ci(a: float, var: float, df: int) -> tuple[float, float]:
+    """expit(logit(a) -/+ t_{0.975, df} sqrt(var) / (a (1 - a))), written out."""
+    half = t.ppf(0.975, df) * math.sqrt(var) / (a * (1 - a))
     centre = math.log(a / (1 - a))
     return 1 / (1 + math.exp(-(centre - half))), 1 / (1 + math.exp(-(centre + half)))
 
@@ -96,7 +101,7 @@ def test_by_finding_auroc_ci_is_the_logit_interval_of_delong(data):
         agg = res.aggregates[f"xray/cls/auroc/by_finding/{token}"]
         auc = roc_auc_score(y[:, j], s[:, j])
         assert agg.value == pytest.approx(auc, abs=1e-12)
-        low, high = _logit_ci(auc, _delong_var_direct(y[:, j], s[:, j]))
+        low, high = _logit_ci(auc, _delong_var_direct(y[:, j], s[:, j]), _df(y, [j]))
         assert (agg.ci95_low, agg.ci95_high) == pytest.approx((low, high), abs=1e-10)
         assert agg.ci95_low < auc < agg.ci95_high
 
@@ -117,7 +122,9 @@ def test_finding_with_3_positives_is_reported_warned_and_left_out_of_the_headlin
     macro = (roc_auc_score(y[:, 0], s[:, 0]) + roc_auc_score(y[:, 1], s[:, 1])) / 2
     head = res.aggregates["xray/cls/auroc"]
     assert head.value == pytest.approx(macro, abs=1e-12)
-    assert (head.ci95_low, head.ci95_high) == pytest.approx(_logit_ci(macro, _macro_var(y, s, [0, 1])), abs=1e-10)
+    assert (head.ci95_low, head.ci95_high) == pytest.approx(
+        _logit_ci(macro, _macro_var(y, s, [0, 1]), _df(y, [0, 1])), abs=1e-10
+    )
     # the other macro headlines: means over the same two findings
     for metric in ("sens_at_sens95", "spec_at_sens95", "ppv_at_sens95", "ece", "ece_reference"):
         two = [_value(res, f"xray/cls/{metric}/by_finding/{t}") for t in TOKENS[:2]]
@@ -132,7 +139,9 @@ def test_min_positives_1_keeps_the_old_headline(data):
     aucs = [roc_auc_score(y[:, j], s[:, j]) for j in range(3)]
     head = res.aggregates["xray/cls/auroc"]
     assert head.value == pytest.approx(np.mean(aucs), abs=1e-12)
-    assert (head.ci95_low, head.ci95_high) == pytest.approx(_logit_ci(np.mean(aucs), _macro_var(y, s, [0, 1, 2])))
+    assert (head.ci95_low, head.ci95_high) == pytest.approx(
+        _logit_ci(np.mean(aucs), _macro_var(y, s, [0, 1, 2]), _df(y, [0, 1, 2]))
+    )
     for metric in ("sens_at_sens95", "spec_at_sens95", "ppv_at_sens95", "ece", "ece_reference"):
         three = [_value(res, f"xray/cls/{metric}/by_finding/{t}") for t in TOKENS]
         assert _value(res, f"xray/cls/{metric}") == pytest.approx(np.mean(three), abs=1e-12), metric

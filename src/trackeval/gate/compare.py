@@ -30,8 +30,9 @@ gate policy holds it: :class:`MetricFacts`); its ``paired`` method picks one of 
   and case-group rows, no item rows);
 * ``delong`` for AUROC (``paired="delong"``), which is not a per-case mean: the case records carry the
   per-image ``label`` and ``score`` of each finding (X-ray ``cls``), images are paired by case id, and
-  :func:`trackeval.stats.paired.paired_delong` gives the AUC differences with Wald CIs; the rows keep the
-  standard error for p-values. Labels that differ between the two results are a pairing problem.
+  :func:`trackeval.stats.paired.paired_delong` gives the AUC differences with Wald CIs on a Student t reference
+  (``reference="t"``); the rows keep the standard error and the degrees of freedom for p-values. Labels that
+  differ between the two results are a pairing problem.
 """
 
 from __future__ import annotations
@@ -115,6 +116,9 @@ class DeltaRow(BaseModel):
     n_units: int = 0
     #: DeLong standard error of ``delta`` (method ``delong``; None for the bootstrap or an undefined variance)
     std_error: float | None = None
+    #: degrees of freedom of the Student t reference of a DeLong row (``min(clusters with a positive, clusters
+    #: with a negative) - 1``; None for the bootstrap)
+    df: int | None = None
     #: bootstrap replicates of ``delta``, kept in memory for p-values; never serialised
     samples: list[float] | None = Field(default=None, exclude=True, repr=False)
 
@@ -128,6 +132,9 @@ class BenchmarkComparison(BaseModel):
     unit: str = Field(alias="benchmark")
     metric: str
     method: Literal["paired_bootstrap", "delong"] = "paired_bootstrap"
+    #: the reference distribution of a DeLong comparison's intervals and p-values: ``t`` (Student t with each
+    #: row's ``df``; since 0.5), ``normal`` (a decision recorded before); empty for the bootstrap
+    reference: Literal["", "normal", "t"] = ""
     #: the resampling unit and interval method of both results (``config.bootstrap``)
     cluster: Literal["subject_id", "case"] = "case"
     interval: Literal["expanded_percentile", "percentile"] = "percentile"
@@ -246,6 +253,7 @@ def _row(
     n_units: int,
     std_error: float | None = None,
     samples: np.ndarray | None = None,
+    df: int | None = None,
 ) -> DeltaRow:
     cand, base, delta, low, high = (_f(v) for v in values)
     return DeltaRow(
@@ -262,6 +270,7 @@ def _row(
         n_units=n_units,
         std_error=std_error,
         samples=None if samples is None else samples.tolist(),
+        df=df,
     )
 
 
@@ -345,6 +354,7 @@ def compare_results(
         unit=unit,
         metric=head_key,
         method="delong" if facts.paired == "delong" else "paired_bootstrap",
+        reference="t" if facts.paired == "delong" else "",
         cluster=cluster,
         interval=interval,
         candidate_label=labels[0],
@@ -575,10 +585,13 @@ def _delong_rows(pair: _Paired) -> tuple[list[str], list[DeltaRow]]:
         if j is None:
             values = (d.overall_candidate, d.overall_baseline, d.overall, d.overall_low, d.overall_high)
             n, var, n_units = int(d.n_pairs.sum()), d.overall_variance, units(rows & labelled.any(axis=1))
+            df = d.overall_df
         else:
             values = (d.candidate[j], d.baseline[j], d.value[j], d.low[j], d.high[j])
             n, var, n_units = int(d.n_pairs[j]), d.variance[j], units(rows & labelled[:, j])
-        return _row(pair.unit, key, dim, group, values, n, n_units, _f(math.sqrt(var)) if var >= 0 else None)
+            df = int(d.df[j])
+        se = _f(math.sqrt(var)) if var >= 0 else None
+        return _row(pair.unit, key, dim, group, values, n, n_units, se, df=df)
 
     every = np.ones(len(pair.cand_cases), dtype=bool)
     whole = analyse(slice(None))

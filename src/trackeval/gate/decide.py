@@ -168,13 +168,14 @@ def _interval_checks(head: DeltaRow, policy: UnitPolicy) -> list[Check]:
 def _pvalue(
     comp: BenchmarkComparison, row: DeltaRow, threshold: float, alternative: Literal["less", "greater"]
 ) -> float:
-    """One-sided p-value of a group row: the DeLong z-test for AUROC rows; else the bootstrap replicates' level,
+    """One-sided p-value of a group row: the DeLong test for AUROC rows (on the row's t reference, as its
+    interval); else the bootstrap replicates' level,
     small-sample corrected as the row's interval is (so p <= alpha exactly when the one-sided bound excludes
     ``threshold``)."""
     if comp.method == "delong":
         delta = math.nan if row.delta is None else row.delta
         se = math.nan if row.std_error is None else row.std_error
-        return normal_pvalue(delta, se, threshold, alternative)
+        return normal_pvalue(delta, se, threshold, alternative, row.df if comp.reference == "t" else None)
     return bootstrap_pvalue(row.samples or [], threshold, alternative, row.n_units, comp.interval)
 
 

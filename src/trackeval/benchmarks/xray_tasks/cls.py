@@ -13,8 +13,11 @@ the readers' metrics (:mod:`~trackeval.benchmarks.xray_tasks.cls_readers`); thei
 files are recorded in ``xray_run`` (``readers``, ``readers_digest``), in neither data digest, so that a run with
 readers pairs with one without on the model's metrics.
 
-Per finding: AUROC with its DeLong CI on the logit scale
-(:func:`trackeval.metrics.classification.logit_interval`); sensitivity, specificity and PPV of ``score >= t``
+Per finding: AUROC with its DeLong CI on the logit scale, the DeLong influence terms summed within each bootstrap
+cluster before squaring (``bootstrap.cluster: subject_id`` with a layout that names patients: a patient's studies
+are one cluster, as in the gate's paired DeLong) and a t quantile with ``min(clusters with a positive, clusters
+with a negative) - 1`` degrees of freedom (:func:`trackeval.metrics.classification.auroc_interval`);
+sensitivity, specificity and PPV of ``score >= t``
 where ``t`` is the highest threshold reaching 95% sensitivity (on the validation set when given, else on the test
 set: the source is logged as ``xray_run.operating_point``; a source without a positive or without a negative for
 the finding defines no point: NaN and a warning naming the finding); ECE with ``xray.cls.ece_bins`` bins, and
@@ -24,7 +27,8 @@ least ``xray.cls.min_positives`` positives and as many negatives in the test lab
 ``by_finding`` aggregates, are named in a warning and listed (tokens) in ``xray_run.findings_below_min_positives``
 and counted in ``summary.n_findings_below_min_positives``, so that the gate can leave them out too. The macro
 AUROC CI uses the DeLong influence terms of those findings on the same images
-(:func:`trackeval.metrics.classification.delong_influence`), on the logit scale; sensitivity/specificity/PPV CIs
+(:func:`trackeval.metrics.classification.delong_influence`), summed within clusters, on the logit scale, with the
+smallest degrees of freedom of those findings; sensitivity/specificity/PPV CIs
 come from an image-level bootstrap at the fixed thresholds. Uncertain labels follow ``xray.cls.uncertain``.
 """
 
@@ -50,6 +54,9 @@ from trackeval.errors import InputError
 from trackeval.io.hashing import sha256_files
 from trackeval.io.layouts import layout_digest
 from trackeval.metrics.classification import (
+    auc_df,
+    auroc_interval,
+    clustered_variance,
     cohen_kappa,
     delong,
     delong_influence,
@@ -171,6 +178,9 @@ class _Findings:
     eces: list[float] = field(default_factory=list)
     references: list[float] = field(default_factory=list)
     variance_ok: bool = True
+    dfs: list[int] = field(default_factory=list)  # the t reference's degrees of freedom of each AUROC
+    #: the bootstrap cluster code of each image (``bootstrap.cluster``; None: every image its own cluster)
+    clusters: np.ndarray | None = None
 
 
 def _load(inputs: TaskInputs, cfg: EvalConfig) -> tuple[Table, Table | None]:
@@ -205,7 +215,8 @@ def _score_finding(acc: _Findings, j: int, test: Table, val: Table | None, val_f
         acc.notes.append(note)
         log.warning(note)
     d = delong(y, s)
-    low, high = d.ci(cfg.bootstrap.confidence)
+    clusters = None if acc.clusters is None else acc.clusters[ok]
+    low, high = auroc_interval(y, d, clusters, cfg.bootstrap.confidence)
     n_valid = int(ok.sum())
     acc.out[metric_key(PREFIX, "auroc", "by_finding", token)] = summary(
         d.auc, n_img, n_valid if not math.isnan(d.auc) else 0, low, high
@@ -216,6 +227,7 @@ def _score_finding(acc: _Findings, j: int, test: Table, val: Table | None, val_f
             acc.variance_ok = False
         else:
             acc.phi[ok, j] = delong_influence(y, d)
+            acc.dfs.append(auc_df(y, clusters))
     threshold, note = _threshold(test.findings[j], y, s, val, val_file)
     if note:
         acc.notes.append(note)
@@ -244,8 +256,8 @@ def _macro_summaries(acc: _Findings, n_img: int, cfg: EvalConfig) -> dict[str, M
     macro = float(np.mean(acc.aucs)) if acc.aucs else math.nan
     low = high = math.nan
     if acc.aucs and acc.variance_ok:
-        var = float(((acc.phi / len(acc.aucs)).sum(axis=1) ** 2).sum())
-        low, high = logit_interval(macro, var, cfg.bootstrap.confidence)
+        var = clustered_variance((acc.phi / len(acc.aucs)).sum(axis=1), acc.clusters)
+        low, high = logit_interval(macro, var, cfg.bootstrap.confidence, min(acc.dfs))
     out = {metric_key(PREFIX, "auroc"): summary(macro, n_img, n_img if acc.aucs else 0, low, high)}
     for name, values in (("ece", acc.eces), ("ece_reference", acc.references)):
         valid = [e for e in values if not math.isnan(e)]
@@ -361,6 +373,7 @@ def evaluate(inputs: TaskInputs, cfg: EvalConfig) -> Evaluation:
     acc = _Findings(
         {}, list(test.notes), np.zeros((n_img, n_f)), np.full((n_img, n_f), np.nan), np.ones(n_f, dtype=bool)
     )
+    acc.clusters = clusters_of(test.subjects, cfg.bootstrap)
     for j in range(n_f):
         _score_finding(acc, j, test, val, validation_file, cfg)
     aggregates = {**acc.out, **_macro_summaries(acc, n_img, cfg), **_rate_summaries(test, acc, cfg.bootstrap)}
