@@ -194,8 +194,6 @@ def gate_history_lines(ml: Mlflow, name: str, mv: Any, limit: int = HISTORY_ROWS
         against = _label(ml, name, champion, labels) if champion else "none (floors)"
         summary = decision_summary(ml, run)
         evidence = "current" if run.data.params.get("candidate_runs", "") == current else "replaced"
-        if tags.get(TAG + "gate.promoted") == "true":
-            evidence += ", made champion"
         link = f"[{run.info.run_id[:12]}]({run_link(run.info.experiment_id, run.info.run_id)})"
         verdict = str(tags.get(TAG + "gate.verdict", "?")).upper()
         lines.append(
