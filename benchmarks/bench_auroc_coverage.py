@@ -4,8 +4,8 @@ Run: ``.venv/bin/python benchmarks/bench_auroc_coverage.py [--reps 2000] [--seed
 
 Model: negatives ``N(0, 1)``, positives ``N(mu, 1)`` with ``mu = sqrt(2) * Phi^-1(AUC)``, so the true AUROC is
 exactly ``AUC``; ``m`` positives and ``4 m`` negatives per replication. Each replication scores a fresh sample
-with ``trackeval.metrics.classification.delong(y, s).ci(0.95)``, the interval that ``xray/cls`` reports for
-``auroc/by_finding/<f>`` (:func:`~trackeval.metrics.classification.logit_interval`), and counts whether it holds
+with ``trackeval.metrics.classification.auroc_interval(y, delong(y, s))``, the interval that ``xray/cls`` reports
+for ``auroc/by_finding/<f>`` (logit scale, t quantile; every image its own patient here), and counts whether it holds
 the true AUROC. The former interval, DeLong's Wald interval clipped to [0, 1]
 (:func:`~trackeval.metrics.classification.wald_interval`), is measured on the same samples for comparison.
 Target: coverage >= 93% in every setting. ``MC s.e.`` is the Monte Carlo standard error of the measured
@@ -21,7 +21,7 @@ import time
 import numpy as np
 from scipy.stats import norm
 
-from trackeval.metrics.classification import delong, wald_interval
+from trackeval.metrics.classification import auroc_interval, delong, wald_interval
 
 CONFIDENCE = 0.95
 TARGET = 0.93
@@ -38,7 +38,7 @@ def coverage(auc: float, m: int, reps: int, seed: int) -> tuple[float, float]:
     hits_logit = hits_wald = 0
     for _ in range(reps):
         d = delong(y, rng.normal(size=m + n) + mu * y)
-        low, high = d.ci(CONFIDENCE)
+        low, high = auroc_interval(y, d, None, CONFIDENCE)
         hits_logit += low <= auc <= high
         low, high = wald_interval(d.auc, d.variance, CONFIDENCE)
         hits_wald += low <= auc <= high

@@ -25,7 +25,15 @@ Printed, each as measured vs target:
   per positive; the interval the X-ray classification adapter reports; at least 2000 replications; target
   >= 93%);
 * the audit's scenarios: a candidate painting an organ the truth lacks, and one missing predictions under
-  ``exclude`` (target: refused).
+  ``exclude`` (target: refused);
+* ``--xray``: clustered X-ray ``cls`` (patients with 1-6 studies, labels clustered by a patient propensity,
+  scores sharing a patient effect; 20 / 50 / 200 positives at 20% prevalence): coverage of the headline
+  ``xray/cls/auroc`` CI, the gate's pass rate at a true macro AUROC delta of ``-margin`` (type I, target <= 3%)
+  and the coverage of the delta CI, every replication written as MIMIC-CXR-JPG files and run through
+  ``trackeval.benchmarks.xray.evaluate`` and ``decide`` (at least 2000 replications);
+* ``--guard``: the worst-group guard's family-wise refusal rate at its least favourable null: 13 organs, every
+  organ (hence both modalities: 15 groups) exactly at ``-group_margin`` (0.05), at 6 / 12 / 30 / 100 subjects
+  (target <= 5%; at least 2000 replications).
 
 The Monte-Carlo standard error of a rate p over R replications is sqrt(p (1 - p) / R): about 0.7 points for a
 95% coverage at R = 1000, 0.5 points for a 3% error rate.
@@ -34,10 +42,14 @@ The Monte-Carlo standard error of a rate p over R replications is sqrt(p (1 - p)
 from __future__ import annotations
 
 import argparse
+import logging
 import math
 import os
 import sys
+import tempfile
 import time
+from pathlib import Path
+from statistics import NormalDist
 
 import numpy as np
 
@@ -206,18 +218,166 @@ def delong_coverage(reps: int, seed: int) -> list[tuple[str, float, str, bool]]:
     return rows
 
 
+# ------------------------------------------------------------------ X-ray cls, clustered
+
+XRAY_MARGIN = 0.01
+XRAY_PREVALENCE = 0.2
+SIG_PATIENT, SIG_STUDY = 0.6, 0.8  # a score's patient effect and study noise (latent scale)
+
+
+def _xray_cohort(rng: np.random.Generator, positives: int) -> tuple[np.ndarray, np.ndarray]:
+    """``positives / prevalence`` studies of patients with 1-6 studies each; labels drawn with a patient
+    propensity (Beta, mean = prevalence), so a patient's studies share findings: ``(labels, patient code)``."""
+    n = round(positives / XRAY_PREVALENCE)
+    sizes = rng.integers(1, 7, n)  # more than enough patients; cut at n studies
+    codes = np.repeat(np.arange(n), sizes)[:n]
+    propensity = rng.beta(XRAY_PREVALENCE * 2.3, (1 - XRAY_PREVALENCE) * 2.3, n)
+    return (rng.uniform(size=n) < propensity[codes]).astype(float), codes
+
+
+def _xray_scores(rng: np.random.Generator, y: np.ndarray, codes: np.ndarray, aucs: tuple[float, float]) -> list:
+    """Two models' probabilities on the same studies: a shared patient effect and half of the study noise shared,
+    the separation giving each model's population AUROC exactly (``Phi(d / sqrt(2 sigma^2))``)."""
+    sigma = math.sqrt(SIG_PATIENT**2 + SIG_STUDY**2)
+    u = rng.normal(0, SIG_PATIENT, codes.max() + 1)[codes] + rng.normal(0, SIG_STUDY * math.sqrt(0.5), y.size)
+    out = []
+    for auc in aucs:
+        latent = math.sqrt(2) * sigma * NormalDist().inv_cdf(auc) * y + u + rng.normal(0, SIG_STUDY * 0.5**0.5, y.size)
+        out.append(1 / (1 + np.exp(-latent)))
+    return out
+
+
+def _xray_result(folder: str, y: np.ndarray, codes: np.ndarray, scores: np.ndarray, cfg: EvalConfig, version: str):
+    """The BenchmarkResult of ``trackeval evaluate xray --task cls`` on MIMIC-CXR-JPG files of these studies."""
+    from trackeval.benchmarks import xray
+    from trackeval.benchmarks.xray_tasks.common import TaskInputs
+
+    os.makedirs(folder, exist_ok=True)
+    truth = os.path.join(folder, "mimic-cxr-2.0.0-chexpert.csv")
+    pred = os.path.join(folder, f"{version}.csv")
+    with open(truth, "w") as f:
+        f.write("subject_id,study_id,Edema\n")
+        f.writelines(f"{10000000 + c},{50000000 + i},{v:.1f}\n" for i, (c, v) in enumerate(zip(codes, y, strict=True)))
+    with open(pred, "w") as f:
+        f.write("study_id,Edema\n")
+        f.writelines(f"{50000000 + i},{s:.9f}\n" for i, s in enumerate(scores))
+    return xray.evaluate("cls", TaskInputs(Path(truth), Path(pred)), cfg, {"name": "cxr", "version": version})
+
+
+def xray_rates(reps: int, seed: int, auc: float = 0.85) -> list[tuple[str, float, str, bool]]:
+    """Headline coverage, gate type I and delta coverage of clustered X-ray cls (module docstring)."""
+    # min_positives 2: a cohort drawn for 20 positives holds 6 to 40 (clustered labels); the default 10 would
+    # leave the smaller ones without a headline
+    cfg = load_config(None, ["bootstrap.n_resamples=20", "xray.cls.min_positives=2"])
+    logging.getLogger("trackeval").setLevel(logging.ERROR)
+    policies = gate_policies(cfg)
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for positives in (20, 50, 200):
+            rng = np.random.default_rng([seed, positives, 33])
+            cover = passed = delta_cover = done = 0
+            while done < reps:
+                y, codes = _xray_cohort(rng, positives)
+                if y.sum() < 2 or (1 - y).sum() < 2:
+                    continue
+                base_s, cand_s = _xray_scores(rng, y, codes, (auc, auc - XRAY_MARGIN))
+                base = _xray_result(tmp, y, codes, base_s, cfg, "v1")
+                cand = _xray_result(tmp, y, codes, cand_s, cfg, "v2")
+                head = base.aggregates["xray/cls/auroc"]
+                cover += head.ci95_low is not None and head.ci95_low <= auc <= head.ci95_high
+                d = decide("cxr", "v2", {"xray/cls": cand}, "v1", {"xray/cls": base}, cfg.gate, policies)
+                row = d.comparisons[0].rows[0]
+                passed += any(c.name == "non_inferiority" and c.passed for c in d.checks)
+                delta_cover += row.ci95_low is not None and row.ci95_low <= -XRAY_MARGIN <= row.ci95_high
+                done += 1
+            what = f"{positives} positives, patients of 1-6 studies, AUROC {auc}"
+            cov_target = 0.925 if positives < 50 else 0.935
+            rows.append(
+                (
+                    f"xray/cls/auroc CI coverage, {what}",
+                    cover / reps,
+                    f">= {cov_target:.1%}",
+                    cover / reps >= cov_target,
+                )
+            )
+            rows.append(
+                (
+                    f"xray/cls gate type I (pass at delta = -margin), {what}",
+                    passed / reps,
+                    "<= 3.0%",
+                    passed / reps <= 0.03,
+                )
+            )
+            rows.append(
+                (f"xray/cls delta CI coverage at delta = -margin, {what}", delta_cover / reps, "reported", True)
+            )
+    return rows
+
+
+# ------------------------------------------------------------------ the worst-group guard's family-wise error
+
+GUARD_ORGANS = tuple(f"organ{i:02d}" for i in range(13))
+GUARD_MARGIN = 0.05  # the UMD group margin
+
+
+def guard_fwer(
+    reps: int, resamples: int, seed: int, subjects: tuple[int, ...] = (6, 12, 30, 100)
+) -> list[tuple[str, float, str, bool]]:
+    """P(the guard refuses any group) with every organ (and so both modalities) exactly at ``-group_margin``."""
+    labels = "{" + ", ".join(f"{o}: {i + 1}" for i, o in enumerate(GUARD_ORGANS)) + "}"
+    cfg = load_config(
+        None,
+        [
+            f"umd.labels={labels}",
+            "umd.metrics=[dsc]",
+            "umd.modality_pairs=[]",
+            "bootstrap.n_resamples=20",
+            f"gate.n_resamples={resamples}",
+        ],
+    )
+    policies = gate_policies(cfg)
+    mu = np.linspace(0.70, 0.90, len(GUARD_ORGANS))
+    rows = []
+    for n in subjects:
+        rng = np.random.default_rng([seed, n, 15])
+        refused = 0
+        for _ in range(reps):
+            u = rng.normal(0.0, SD * math.sqrt(0.3), (n, 1, 13))
+            shared = rng.normal(0.0, SD * math.sqrt(0.35), (n, 2, 13))
+            champion = mu + u + shared + rng.normal(0.0, SD * math.sqrt(0.35), (n, 2, 13))
+            candidate = mu - GUARD_MARGIN + u + shared + rng.normal(0.0, SD * math.sqrt(0.35), (n, 2, 13))
+            a = _result(_records(champion, organs=GUARD_ORGANS), cfg, "champ")
+            b = _result(_records(candidate, organs=GUARD_ORGANS), cfg, "cand")
+            d = decide("seg", "cand", {"umd": b}, "champ", {"umd": a}, cfg.gate, policies)
+            assert len(d.group_tests) == 15
+            refused += any(not g.passed for g in d.group_tests)
+        rate = refused / reps
+        rows.append(
+            (f"guard family-wise refusal, 15 groups all at -group margin, {n} subjects", rate, "<= 5%", rate <= 0.05)
+        )
+    return rows
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--reps", type=int, default=1000, help="replications per setting (default 1000)")
     ap.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples per CI (default 1000)")
     ap.add_argument("--seed", type=int, default=2026)
     ap.add_argument("--quick", action="store_true", help="200 replications: a smoke run, not the published table")
+    ap.add_argument("--xray", action="store_true", help="only the clustered X-ray cls rows (>= 2000 replications)")
+    ap.add_argument("--guard", action="store_true", help="only the guard's family-wise rows (>= 2000 replications)")
+    ap.add_argument("--subjects", default="6,12,30,100", help="the guard's numbers of subjects (default 6,12,30,100)")
     args = ap.parse_args()
     reps = 200 if args.quick else args.reps
     cfg = _config(args.resamples)
     t0 = time.perf_counter()
-    rows = coverage(reps, cfg, args.seed) + gate_rates(reps, cfg, args.seed) + scenarios(cfg, args.seed)
-    rows += delong_coverage(max(reps, 2000), args.seed)
+    if args.xray or args.guard:
+        rows = xray_rates(max(reps, 2000), args.seed) if args.xray else []
+        subjects = tuple(int(x) for x in args.subjects.split(","))
+        rows += guard_fwer(max(reps, 2000), 2000, args.seed, subjects) if args.guard else []
+    else:
+        rows = coverage(reps, cfg, args.seed) + gate_rates(reps, cfg, args.seed) + scenarios(cfg, args.seed)
+        rows += delong_coverage(max(reps, 2000), args.seed)
     width = max(len(r[0]) for r in rows)
     print(f"{'setting':<{width}}  measured  target        met")
     for label, value, target, ok in rows:
