@@ -30,6 +30,8 @@ DOCTEST_MODULES = [
     "trackeval.loop",
     "trackeval.benchmarks.xray_tasks.report_layouts",
     "trackeval.tracking.views",
+    "trackeval.tracking.descriptions",
+    "trackeval.report.checks",
     "trackeval.io.results_folder",
     "trackeval.io.escape",
 ]

@@ -327,7 +327,7 @@ def test_leaderboard_terminal_markdown_and_html(cli, store, folders, tmp_path):
     text = md.read_text(encoding="utf-8")
     _check_markdown(text, ("## Leaderboard",))
     rows = [ln for ln in text.splitlines() if ln.startswith(f"| {escape_markdown(NAME)} |")]
-    assert len(rows) == 2 and _cells(rows[0]) == 3, rows
+    assert len(rows) == 2 and _cells(rows[0]) == 4, rows  # model, version, umd/dsc, gate
     html = page.read_text(encoding="utf-8")
     _check_html(html)
     assert html.count('class="champion"') == 1

@@ -175,7 +175,11 @@ def version_description(
 
 def declared_primary() -> dict[str, str]:
     """``{unit: headline key}`` of the registered units' declared primary metrics (``umd`` -> ``umd/dsc``): what a
-    version's description shows before a gate decision names the gate's own (``gate.primary_metrics``)."""
+    version's description shows before a gate decision names the gate's own (``gate.primary_metrics``).
+
+    >>> declared_primary()["umd"], declared_primary()["xray/cls"]
+    ('umd/dsc', 'xray/cls/auroc')
+    """
     from trackeval.registry import units
 
     return {name: f"{name}/{spec.primary.metric}" for name, spec in units().items()}
