@@ -30,6 +30,9 @@ $(VENV)/.installed: pyproject.toml Makefile
 # (prepare -> train v1, v2 -> predict -> evaluate 5 x 2 -> track in MLflow -> gate), the v2 - v1 comparison
 # and the gate verdict.
 DVC := $(VENV)/bin/dvc
+# the demo's gate signs its decisions with a key generated here on the first run (docs/gate.md "Signed
+# decisions"); in your own CI the private key is a secret (TRACKEVAL_GATE_KEY) and gate.pub is committed
+KEYS := .trackeval-keys
 demo: setup
 	@if [ -n "$$($(DVC) remote list)" ]; then \
 		echo "== dvc pull (remote: $$($(DVC) remote list | head -1))"; $(DVC) pull; \
@@ -43,13 +46,17 @@ demo: setup
 		fi; \
 		echo "data/ matches data.dvc"; \
 	fi
-	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(DVC) repro
+	@if [ ! -f $(KEYS)/gate.key ]; then \
+		echo "== trackeval keygen --out $(KEYS) (the gate's signing key, first run only; git-ignored)"; \
+		$(VENV)/bin/trackeval keygen --out $(KEYS); \
+	fi
+	TRACKEVAL_GATE_KEY="$(CURDIR)/$(KEYS)/gate.key" PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(DVC) repro
 	@echo "== v2 - v1 on every benchmark (paired, 95% CI)"
 	$(VENV)/bin/trackeval compare seg/v2 seg/v1 --config params.yaml
 	@echo "== leaderboard (MLflow LoggedModels)"
 	$(VENV)/bin/trackeval leaderboard --model seg --config params.yaml
 	@echo "== gate (as the MLflow registry holds it; the demo's v2 is rejected by design: docs/pipeline.md)"
-	$(VENV)/bin/trackeval pipeline verdict --expect fail
+	$(VENV)/bin/trackeval pipeline verdict --expect fail --trusted-key $(KEYS)/gate.pub
 	@echo "== MLflow UI: $(VENV)/bin/mlflow ui --backend-store-uri sqlite:///mlflow.db, then open the link above"
 
 # pytest $(1); its exit 5 (no test collected: a wrong -m/-k, testpaths, a collection problem) is a failure with a

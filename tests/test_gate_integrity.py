@@ -201,8 +201,8 @@ def test_promote_decides_again_when_the_champion_moved_while_deciding(store, ver
     assert main(["promote", "--model", "seg", "--candidate", "champion", *sets]) == 0
     original, calls = promotion.judge, []
 
-    def judge_while_another_promotes(ml, name, cand_mv, champ_mv, cfg, policies):
-        out = original(ml, name, cand_mv, champ_mv, cfg, policies)
+    def judge_while_another_promotes(ml, name, cand_mv, champ_mv, cfg, policies, signer=None):
+        out = original(ml, name, cand_mv, champ_mv, cfg, policies, signer)
         calls.append(None if champ_mv is None else str(champ_mv.version))
         if len(calls) == 1:  # meanwhile another promote moved @champion to version 2
             client.set_registered_model_alias("seg", "previous", "1")

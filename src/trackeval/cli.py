@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from trackeval._version import __version__
+from trackeval.commands import attest as attest_commands
 from trackeval.commands import audit as audit_commands
 from trackeval.commands import evaluate as evaluate_commands
 from trackeval.commands import leaderboard as leaderboard_commands
@@ -70,6 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--out", type=Path, required=True)
     pipeline_commands.add_data_parser(data_sub)
     tracking_commands.add_parsers(sub)
+    attest_commands.add_parsers(sub)
     leaderboard_commands.add_parsers(sub)
     pipeline_commands.add_parsers(sub)
     return parser
@@ -89,6 +91,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     **audit_commands.COMMANDS,
     "data": _data,
     **tracking_commands.COMMANDS,
+    **attest_commands.COMMANDS,
     **leaderboard_commands.COMMANDS,
     **pipeline_commands.COMMANDS,
 }

@@ -192,10 +192,20 @@ def promote(model: str, candidate: str, *, dry_run: bool = False, config: EvalCo
     return promote_version(ml, model, candidate, cfg.gate, gate_policies(cfg))[0]
 
 
-def verify(model: str, *, config: EvalConfig | None = None) -> list[AliasStatus]:
+def verify(
+    model: str, *, config: EvalConfig | None = None, trusted_keys: Sequence[str | Path] = ()
+) -> list[AliasStatus]:
     """``trackeval verify``: each alias of ``model`` with the version it names and its problem (None: it holds:
-    ``@champion`` rests on a recorded passing decision over the evidence the version still points at)."""
+    ``@champion`` rests on a recorded passing decision over the evidence the version still points at, signed by
+    one of the trusted keys when any is configured). ``trusted_keys``: public key files (``gate.pub``), added to
+    the config's ``gate.trusted_keys``; with none, signatures are not checked and each status says unsigned.
+
+    Raises:
+        InputError: no such model, or a trusted key file that cannot be read.
+    """
+    from trackeval.attest.keys import load_trusted
     from trackeval.tracking.verification import verify_aliases
 
     cfg = _config(config)
-    return verify_aliases(Mlflow(cfg.tracking), model)
+    trusted = load_trusted([*cfg.gate.trusted_keys, *(str(k) for k in trusted_keys)])
+    return verify_aliases(Mlflow(cfg.tracking), model, trusted)

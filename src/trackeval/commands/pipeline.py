@@ -15,6 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from trackeval.io.escape import visible_controls
+
 if TYPE_CHECKING:
     from trackeval.config import EvalConfig
     from trackeval.pipeline.params import PipelineParams
@@ -69,6 +71,14 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                 help="the candidate's expected verdict: exit 0 only when the registry holds it (default: pass; the "
                 "demo's CI job expects fail, its v2 being rejected by design)",
             )
+            p.add_argument(
+                "--trusted-key",
+                action="append",
+                default=[],
+                metavar="PUB",
+                help="trusted public key file (repeatable; added to gate.trusted_keys): the decisions behind the "
+                "aliases must be signed by one of them",
+            )
         if stage == "evaluate":
             p.add_argument(
                 "--benchmark", required=True, help="an evaluation of params.yaml's pipeline.evaluations (e.g. umd)"
@@ -99,14 +109,15 @@ def run_pipeline(args: argparse.Namespace) -> int:
     elif args.stage == "gate":
         stages.gate(layout, load_config(args.params), params)
     else:
-        return _verdict(layout, load_config(args.params), params, args.expect)
+        return _verdict(layout, load_config(args.params), params, args.expect, args.trusted_key)
     return 0
 
 
-def _verdict(layout: Layout, cfg: EvalConfig, params: PipelineParams, expect: str) -> int:
+def _verdict(layout: Layout, cfg: EvalConfig, params: PipelineParams, expect: str, trusted_keys: list[str]) -> int:
     """Print the registry's view; 1 when the candidate's verdict (the last of ``pipeline.versions``) is not
     ``expect``, when ``verdict.json`` says otherwise (the pipeline and registry disagree) or an alias does not
-    rest on evidence that passed the gate (``trackeval verify``, one line per problem)."""
+    rest on evidence that passed the gate (``trackeval verify`` with ``trusted_keys`` added to
+    ``gate.trusted_keys``, one line per alias)."""
     import json
 
     from trackeval.pipeline import stages
@@ -119,9 +130,10 @@ def _verdict(layout: Layout, cfg: EvalConfig, params: PipelineParams, expect: st
             # the tag joins "<unit>: <check>: <detail>" reasons with "; " (details may contain "; " too)
             print("".join(f"  - {r}\n" for r in re.split(r"; (?=[a-z0-9_/*]+: [a-z_]+: )", reason) if r), end="")
     print(f"{name}@champion (registry): {champion or 'none'}")
-    problems = stages.registry_problems(cfg, params)  # what `trackeval verify --model NAME` prints
-    for line in problems:
-        print(line)
+    statuses = stages.registry_status(cfg, params, trusted_keys)  # what `trackeval verify --model NAME` prints
+    for status in statuses:
+        print(visible_controls(status.line()))
+    problems = [s for s in statuses if s.problem]
     try:
         recorded = json.loads(layout.verdict.read_text(encoding="utf-8"))
     except (OSError, ValueError):

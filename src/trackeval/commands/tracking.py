@@ -24,7 +24,7 @@ from rich.console import Console
 from trackeval.commands.options import add_config_options
 from trackeval.config import EvalConfig
 from trackeval.errors import InputError, OutputError
-from trackeval.io.escape import escape_markdown, escape_terminal
+from trackeval.io.escape import escape_markdown, escape_terminal, visible_controls
 
 if TYPE_CHECKING:
     from trackeval.gate.compare import BenchmarkComparison
@@ -96,10 +96,18 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     _config_options(cmp)
     ve = sub.add_parser(
         "verify",
-        help="check that @champion and @previous rest on recorded passing decisions whose evidence still holds "
-        "(exit 0 all hold, 1 one line per problem, 2 bad input)",
+        help="check that @champion and @previous rest on recorded passing decisions, signed by a trusted key, whose "
+        "evidence still holds (exit 0 all hold, 1 one line per problem, 2 bad input)",
     )
     ve.add_argument("--model", required=True, help="registered model name")
+    ve.add_argument(
+        "--trusted-key",
+        action="append",
+        default=[],
+        metavar="PUB",
+        help="a trusted public key file (gate.pub; repeatable; added to gate.trusted_keys): the decisions behind "
+        "@champion and @previous must be signed by one of them; with none, signatures are not checked (unsigned)",
+    )
     _config_options(ve)
 
 
@@ -197,7 +205,9 @@ def run_promote(args: argparse.Namespace) -> int:
         status = "dry run: no decision recorded, no alias moved"
     else:
         decision, run_id = promote(ml, args.model, args.candidate, cfg.gate, gate_policies(cfg))
-        note, status = f"_Decision recorded in MLflow run `{run_id}`._", f"decision recorded in run {run_id}"
+        signed = _signature(ml, run_id)
+        note = f"_Decision recorded in MLflow run `{run_id}` ({signed})._"
+        status = f"decision recorded in run {run_id} ({signed})"
     missing_lines = _decision_missing(ml, args.model, decision, baseline)
     print_decision(decision, console, missing=missing_lines)
     _print_moves(ml, args, decision, baseline, before, console)
@@ -209,6 +219,18 @@ def run_promote(args: argparse.Namespace) -> int:
         for path in args.summary:
             append_markdown(path, text)
     return 0 if decision.verdict == "pass" else 1
+
+
+def _signature(ml: Mlflow, run_id: str) -> str:
+    """``signed by key <id>`` or ``unsigned (set TRACKEVAL_GATE_KEY to sign)``, as decision run ``run_id`` is
+    tagged."""
+    from trackeval.attest.dsse import short
+    from trackeval.tracking.tags import SIGNATURE_TAG
+
+    keyid = ml.call("get_run", ml.client.get_run, run_id).data.tags.get(SIGNATURE_TAG, "unsigned")
+    if keyid == "unsigned":
+        return "unsigned: set TRACKEVAL_GATE_KEY or gate.signing_key to sign"
+    return f"signed by key {short(keyid)}"
 
 
 def _aliases_before(ml: Mlflow, name: str, candidate: str) -> tuple[str, dict[str, str]]:
@@ -349,15 +371,13 @@ def _require_paired(a: str, b: str, comparisons: list[BenchmarkComparison]) -> N
 def run_verify(args: argparse.Namespace) -> int:
     """``trackeval verify --model NAME``: one line per alias; problems on standard output (exit 1), the aliases
     that hold on standard error (exit 0 when all do)."""
-    from trackeval.tracking.client import Mlflow
-    from trackeval.tracking.verification import verify_aliases
+    from trackeval.loop import verify
 
-    cfg = _cfg(args)
-    statuses = verify_aliases(Mlflow(cfg.tracking), args.model)
+    statuses = verify(args.model, config=_cfg(args), trusted_keys=args.trusted_key)
     err = Console(stderr=True)
     for status in statuses:
         if status.problem:
-            sys.stdout.write(status.line() + "\n")
+            sys.stdout.write(visible_controls(status.line()) + "\n")
         else:
             err.print(escape_terminal(status.line()), highlight=False, soft_wrap=True)
     sys.stdout.flush()
@@ -368,7 +388,12 @@ def run_verify(args: argparse.Namespace) -> int:
             highlight=False,
         )
     elif not problems:
-        err.print(f"{escape_terminal(args.model)}: every alias rests on evidence that passed the gate", highlight=False)
+        signed = statuses[0].checked_signatures
+        how = "signed by a trusted key" if signed else "unsigned: no trusted key configured (gate.trusted_keys)"
+        err.print(
+            f"{escape_terminal(args.model)}: every alias rests on evidence that passed the gate ({how})",
+            highlight=False,
+        )
     return 1 if problems else 0
 
 

@@ -69,6 +69,13 @@ class GateConfig(Section):
     ``floor_statistic``: ``ci95_low``, the conservative end of the CI (the upper end for a lower-is-better
     metric; default), or the point estimate ``value``) for a first version without champion and for units the
     champion was never evaluated on. ``require_audits``: leakage audits must pass.
+
+    Signed decisions (docs/gate.md, "Signed decisions"): ``signing_key``: the Ed25519 private key file that
+    ``promote`` signs each decision with (``TRACKEVAL_GATE_KEY`` in the environment overrides it; neither: the
+    decision is recorded ``unsigned``). ``trusted_keys``: public key files (``gate.pub``) whose signatures
+    ``verify`` accepts; empty: ``verify`` checks the records' consistency only and says ``unsigned``. Paths are
+    relative to the working directory. Neither is part of the recorded gate config (machine paths stay out of
+    the store, and rotating a key does not change a decision's identity).
     """
 
     primary_metrics: dict[str, str] = Field(default_factory=dict)
@@ -85,6 +92,8 @@ class GateConfig(Section):
     require_audits: bool = True
     n_resamples: Resamples = 2000
     seed: Seed = 0
+    signing_key: str | None = Field(None, exclude=True)
+    trusted_keys: tuple[str, ...] = Field((), exclude=True)
 
     @field_validator("primary_metrics", "margins", "group_margins", "superiority", "floors")
     @classmethod

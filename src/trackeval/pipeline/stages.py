@@ -18,8 +18,11 @@ from trackeval.errors import ConfigError, InputError
 from trackeval.registry import unit
 
 if TYPE_CHECKING:  # params imports the network spec (torch); the CLI parser must stay light
+    from collections.abc import Sequence
+
     from trackeval.pipeline.params import Evaluation, PipelineParams
     from trackeval.results import BenchmarkResult, PlotSpec
+    from trackeval.tracking.verification import AliasStatus
 
 PLOT_CSV = "plot.csv"
 #: every declared plot of an evaluation, one CSV each (see :func:`write_plots`)
@@ -237,17 +240,17 @@ def write_verdict(path: Path, verdict: dict[str, object]) -> None:
         tmp.write_text(json.dumps(verdict, indent=1, sort_keys=True) + "\n", encoding="utf-8")
 
 
-def registry_problems(cfg: EvalConfig, params: PipelineParams) -> list[str]:
-    """``trackeval verify`` for the pipeline's model: one line per alias that does not rest on evidence that passed
-    the gate ([] when all do, or when the model is not registered yet)."""
-    from trackeval.tracking.client import Mlflow
-    from trackeval.tracking.verification import verify_aliases
+def registry_status(cfg: EvalConfig, params: PipelineParams, trusted_keys: Sequence[str] = ()) -> list[AliasStatus]:
+    """``trackeval verify`` for the pipeline's model, with ``gate.trusted_keys`` and ``trusted_keys`` (public key
+    files): one status per alias ([] when the model is not registered yet)."""
+    from trackeval.loop import verify
 
     try:
-        statuses = verify_aliases(Mlflow(cfg.tracking), params.model_name)
-    except InputError:
-        return []
-    return [s.line() for s in statuses if s.problem]
+        return verify(params.model_name, config=cfg, trusted_keys=trusted_keys)
+    except InputError as exc:
+        if exc.field == "model":  # not registered yet (a bad key file is an error)
+            return []
+        raise
 
 
 def registry_verdict(cfg: EvalConfig, params: PipelineParams) -> tuple[dict[str, tuple[str, str]], str | None]:

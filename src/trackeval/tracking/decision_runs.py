@@ -15,16 +15,18 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from trackeval.attest.keys import Signer
 from trackeval.errors import InputError
 from trackeval.gate.decide import Decision, decide
 from trackeval.gate.policy import UnitPolicy, metric_facts
 from trackeval.registry import metric_info
 from trackeval.results import sha256_text
+from trackeval.tracking.attestations import DECISION_JSON, UNSIGNED, decision_bytes, sign_decision
 from trackeval.tracking.client import Mlflow, quote
 from trackeval.tracking.evidence import run_evidence
 from trackeval.tracking.lineage import flatten
 from trackeval.tracking.registry import eval_runs
-from trackeval.tracking.tags import KIND_GATE, PROMOTED_TAG, TAG
+from trackeval.tracking.tags import KIND_GATE, PROMOTED_TAG, SIGNATURE_TAG, TAG
 from trackeval.tracking.views import SidesResults, describe_decision, log_comparison_tables
 
 
@@ -42,13 +44,21 @@ def decision_key(decision: Decision, cand_mv: Any, champ_mv: Any | None) -> str:
 
 
 def record_decision(
-    ml: Mlflow, decision: Decision, cand_mv: Any, champ_mv: Any | None, *, results: SidesResults
+    ml: Mlflow,
+    decision: Decision,
+    cand_mv: Any,
+    champ_mv: Any | None,
+    *,
+    results: SidesResults,
+    signer: Signer | None = None,
 ) -> str:
     """Write the decision run (params, delta metrics, artifacts, verdict tag); returns its run id. ``results``:
-    the candidate's and the champion's results the decision was made on (for the overlay figures).
+    the candidate's and the champion's results the decision was made on (for the overlay figures). ``signer``:
+    sign it (``attestation.dsse.json``, :func:`~trackeval.tracking.attestations.sign_decision`); None: it is
+    tagged ``trackeval.gate.signature=unsigned``.
 
     Idempotent: the same decision (same versions, evaluation runs on both sides, gate config) is recorded once;
-    asking again returns the existing run.
+    asking again returns the existing run, signed now by ``signer`` if it was not signed by that key.
     """
     from mlflow.entities import Metric, Param
 
@@ -58,7 +68,10 @@ def record_decision(
         "and attributes.status = 'FINISHED'"
     )
     if found:
-        return str(found[0].info.run_id)
+        run_id = str(found[0].info.run_id)
+        if signer is not None and found[0].data.tags.get(SIGNATURE_TAG) != signer.keyid:
+            sign_decision(ml, run_id, decision, cand_mv, champ_mv, signer)
+        return run_id
     name = f"gate {decision.model} v{cand_mv.version} vs {'none' if champ_mv is None else 'v' + str(champ_mv.version)}"
     with ml.run(name, _decision_tags(decision, key, cand_mv, champ_mv)) as run_id:
         params = _decision_params(decision, cand_mv, champ_mv)
@@ -73,6 +86,10 @@ def record_decision(
         _log_decision_artifacts(ml, run_id, decision)
         log_comparison_tables(ml, run_id, decision, cand_mv, results)
         describe_decision(ml, run_id, decision, cand_mv, champ_mv)  # the run's description: verdict, checks, figures
+        if signer is None:
+            ml.call("set_tag", ml.client.set_tag, run_id, SIGNATURE_TAG, UNSIGNED)
+        else:
+            sign_decision(ml, run_id, decision, cand_mv, champ_mv, signer)
     return run_id
 
 
@@ -125,7 +142,7 @@ def _log_decision_artifacts(ml: Mlflow, run_id: str, decision: Decision) -> None
     from trackeval.report.html import decision_report
 
     with tempfile.TemporaryDirectory(prefix="trackeval-gate-") as tmp:
-        Path(tmp, "decision.json").write_text(decision.model_dump_json(indent=1), encoding="utf-8")
+        Path(tmp, DECISION_JSON).write_bytes(decision_bytes(decision))
         Path(tmp, "decision.md").write_text(decision_markdown(decision), encoding="utf-8")
         Path(tmp, "decision.html").write_text(decision_report(decision), encoding="utf-8")
         ml.call("log_artifacts", ml.client.log_artifacts, run_id, tmp)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from trackeval.attest.keys import Signer, configured_signer
 from trackeval.config import GateConfig
 from trackeval.errors import InputError
 from trackeval.gate.decide import Decision, decide
@@ -58,12 +59,19 @@ def _decide(
 
 
 def judge(
-    ml: Mlflow, name: str, cand_mv: Any, champ_mv: Any | None, cfg: GateConfig, policies: Mapping[str, UnitPolicy]
+    ml: Mlflow,
+    name: str,
+    cand_mv: Any,
+    champ_mv: Any | None,
+    cfg: GateConfig,
+    policies: Mapping[str, UnitPolicy],
+    signer: Signer | None = None,
 ) -> tuple[Decision, str]:
-    """Gate ``cand_mv`` against ``champ_mv`` (None: floors only), record the decision and tag the candidate
-    (``trackeval.gate.verdict``, ``.reason``, ``.decision_run``) and describe it. Moves no alias."""
+    """Gate ``cand_mv`` against ``champ_mv`` (None: floors only), record the decision (signed by ``signer``, if
+    any) and tag the candidate (``trackeval.gate.verdict``, ``.reason``, ``.decision_run``) and describe it.
+    Moves no alias."""
     decision, cand_results, champ_results = _decide(ml, name, cand_mv, champ_mv, cfg, policies)
-    run_id = record_decision(ml, decision, cand_mv, champ_mv, results=(cand_results, champ_results))
+    run_id = record_decision(ml, decision, cand_mv, champ_mv, results=(cand_results, champ_results), signer=signer)
     reason = "; ".join(decision.reasons)[:5000] or "all checks passed"
     for tag, value in (("gate.verdict", decision.verdict), ("gate.decision_run", run_id), ("gate.reason", reason)):
         if cand_mv.tags.get(TAG + tag) != value:
@@ -99,12 +107,18 @@ def promote(
     recorded), and if a concurrent promote overwrote the aliases just set (it had decided against the same old
     champion), likewise. Raises :class:`TrackingError` after :data:`PROMOTE_ROUNDS` such rounds.
     """
+    signer = configured_signer(cfg.signing_key)  # an unreadable key fails before anything is recorded
     with store_lock(ml.uri, ml.cfg.lock_timeout_s):
-        return _promote(ml, name, candidate, cfg, policies)
+        return _promote(ml, name, candidate, cfg, policies, signer)
 
 
 def _promote(
-    ml: Mlflow, name: str, candidate: str, cfg: GateConfig, policies: Mapping[str, UnitPolicy]
+    ml: Mlflow,
+    name: str,
+    candidate: str,
+    cfg: GateConfig,
+    policies: Mapping[str, UnitPolicy],
+    signer: Signer | None,
 ) -> tuple[Decision, str]:
     cand_mv = resolve_version(ml, name, candidate)
     for _ in range(PROMOTE_ROUNDS):
@@ -115,7 +129,7 @@ def _promote(
             champ_mv = ml.call("get_model_version", ml.client.get_model_version, name, aliases["champion"])
         if champ_mv is not None and _same(champ_mv.version, cand_mv.version):
             raise InputError(f"version {cand_mv.version} of {name!r} is already the champion", field="candidate")
-        decision, run_id = judge(ml, name, cand_mv, champ_mv, cfg, policies)
+        decision, run_id = judge(ml, name, cand_mv, champ_mv, cfg, policies, signer)
         if decision.verdict != "pass":
             return decision, run_id
         now = registered_aliases(ml, name)
@@ -180,6 +194,7 @@ def reconcile(
     ``trackeval.gate.promoted``. A local store is held under its lock, as by :func:`promote`. Returns
     ``[(version, decision, decision run)]`` and the champion's version.
     """
+    signer = configured_signer(cfg.signing_key)
     with store_lock(ml.uri, ml.cfg.lock_timeout_s):
         champion: Any | None = None
         previous: Any | None = None
@@ -187,7 +202,7 @@ def reconcile(
         last = None
         for version in versions:
             last = resolve_version(ml, name, version)
-            decision, run_id = judge(ml, name, last, champion, cfg, policies)
+            decision, run_id = judge(ml, name, last, champion, cfg, policies, signer)
             out.append((version, decision, run_id))
             if decision.verdict == "pass":
                 previous, champion = champion, last

@@ -10,3 +10,5 @@ EVAL_RUN_TAG = TAG + "eval_run."
 RESULTS_DIGEST_TAG = TAG + "results_digest"
 #: decision-run tag set when the decision moved ``@champion`` to its candidate (``true``)
 PROMOTED_TAG = TAG + "gate.promoted"
+#: decision-run tag: the id of the key that signed its attestation, or ``unsigned``
+SIGNATURE_TAG = TAG + "gate.signature"

@@ -13,6 +13,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+from trackeval.attest.dsse import AttestationError, short
+from trackeval.tracking.attestations import DecisionRecord, Vouched, read_record, vouch
 from trackeval.tracking.client import Mlflow, TrackingError, check_model_ref, error_code, quote
 from trackeval.tracking.decision_runs import runs_param
 from trackeval.tracking.evidence import run_digest
@@ -60,9 +64,10 @@ class _Evidence:
 
 
 def _passing_decisions(ml: Mlflow, name: str, version: str | None = None) -> list[Any]:
-    """FINISHED passing decision runs of model ``name`` (of candidate registry version ``version``), newest first,
-    that made their candidate champion: tagged ``trackeval.gate.promoted=true``, or recorded before that tag
-    and evidence digests existed."""
+    """FINISHED decision runs of model ``name`` (of candidate registry version ``version``), newest first, that are
+    tagged as passing decisions that made their candidate champion: tagged ``trackeval.gate.promoted=true``, or
+    recorded before that tag and evidence digests existed. Tags are only where to look: :func:`_holding` checks
+    each run's record (:func:`~trackeval.tracking.attestations.vouch`)."""
     flt = (
         f"tags.`{TAG}kind` = {quote(KIND_GATE)} and tags.`{TAG}model_name` = {quote(name)} "
         f"and tags.`{TAG}gate.verdict` = 'pass' and attributes.status = 'FINISHED'"
@@ -73,20 +78,33 @@ def _passing_decisions(ml: Mlflow, name: str, version: str | None = None) -> lis
     return [r for r in found if r.data.tags.get(PROMOTED_TAG) == "true" or "candidate_evidence" not in r.data.params]
 
 
-def _decision_problem(ev: _Evidence, run: Any) -> str | None:
-    """Why passing decision ``run`` no longer holds (None: it does): the evidence it recorded on either side (the
-    candidate's, and the champion's it was gated against) differs from what those versions' evaluation runs hold
-    now. A decision recorded before evidence digests existed is compared through the runs it names."""
-    params, tags = run.data.params, run.data.tags
-    sides = [("candidate", tags.get(TAG + "gate.candidate", ""))]
-    if tags.get(TAG + "gate.champion"):
-        sides.append(("champion", tags[TAG + "gate.champion"]))
-    for side, version in sides:
-        recorded = runs_param(params.get(f"{side}_evidence", ""))
-        if f"{side}_evidence" not in params:  # legacy: the digests of the runs it names, as they are now
+class _Records:
+    """Decision runs' records (:func:`~trackeval.tracking.attestations.read_record`), each read once."""
+
+    def __init__(self, ml: Mlflow) -> None:
+        self.ml = ml
+        self._records: dict[str, DecisionRecord] = {}
+
+    def of(self, run: Any) -> DecisionRecord:
+        if run.info.run_id not in self._records:
+            self._records[run.info.run_id] = read_record(self.ml, run)
+        return self._records[run.info.run_id]
+
+
+def _evidence_problem(ev: _Evidence, run: Any, vouched: Vouched, version: str) -> str | None:
+    """Why decision ``run`` (accepted as :class:`Vouched`) no longer holds (None: it does): the evidence it was
+    made on, on either side (the candidate's, and the champion's it was gated against), differs from what those
+    versions' evaluation runs hold now. A decision recorded before evidence digests existed is compared through
+    the runs it names."""
+    params = run.data.params
+    sides = [("candidate", version, vouched.candidate_evidence)]
+    if vouched.champion_version:
+        sides.append(("champion", vouched.champion_version, vouched.champion_evidence))
+    for side, side_version, recorded in sides:
+        if recorded is None:  # legacy: the digests of the runs it names, as they are now
             recorded = {u: ev.run(r) for u, r in runs_param(params.get(f"{side}_runs", "")).items()}
-        current = ev.of(version)
-        whose = "its" if side == "candidate" else f"the champion's it was gated against (version {version})"
+        current = ev.of(side_version)
+        whose = "its" if side == "candidate" else f"the champion's it was gated against (version {side_version})"
         if current is None:
             return f"decision run {run.info.run_id}: {whose} registered version no longer exists"
         for unit, digest in sorted(recorded.items()):
@@ -100,54 +118,81 @@ def _decision_problem(ev: _Evidence, run: Any) -> str | None:
     return None
 
 
-def _holding(ml: Mlflow, name: str, ev: _Evidence, version: str) -> tuple[Any | None, str | None]:
-    """The newest decision that made registry version ``version`` champion and still holds, or ``(None,
-    problem)``: ``moved outside the gate`` (no such decision) or why the newest one no longer holds."""
+@dataclass(frozen=True)
+class _Trust:
+    """How decision runs are checked: the trusted public keys (``{key id: key}``; empty: the records'
+    consistency only) and the cache of records read."""
+
+    keys: Mapping[str, Ed25519PublicKey]
+    records: _Records
+
+
+def _holding(
+    ml: Mlflow, name: str, ev: _Evidence, trust: _Trust, version: str
+) -> tuple[Any, Vouched | None, str | None]:
+    """The newest decision that made registry version ``version`` champion and still holds, with what it vouches
+    for, or ``(None, None, problem)``: ``moved outside the gate`` (no such decision) or why the newest one does
+    not hold (its record disagrees with itself or is not signed by a trusted key, or its evidence changed)."""
     decisions = _passing_decisions(ml, name, version)
     if not decisions:
-        return None, "moved outside the gate"
+        return None, None, "moved outside the gate (no passing decision of this version made it champion)"
     problems = []
     for run in decisions:
-        problem = _decision_problem(ev, run)
+        try:
+            vouched = vouch(trust.records.of(run), name, version, dict(trust.keys))
+        except AttestationError as exc:
+            problems.append(f"decision run {run.info.run_id}: {exc}")
+            continue
+        problem = _evidence_problem(ev, run, vouched, version)
         if problem is None:
-            return run, None
+            return run, vouched, None
         problems.append(problem)
-    return None, problems[0]
+    return None, None, problems[0]
 
 
 @dataclass(frozen=True)
 class AliasStatus:
-    """One alias as ``verify`` found it: the registry version it names, trackeval's label of it, the decision run
-    that made it so (``champion`` / ``previous``) and the problem (None: it holds)."""
+    """One alias as ``verify`` found it: the registry version it names, trackeval's label of it, the problem (None:
+    it holds), the decision run that made it so (``champion`` / ``previous``), the key id that signed that
+    decision and whether signatures were checked at all (trusted keys configured)."""
 
     alias: str
     version: str
     label: str
     problem: str | None
     decision_run: str | None = None
+    signer: str | None = None
+    checked_signatures: bool = False
 
     def line(self) -> str:
-        """``@champion -> version 3 (v3): moved outside the gate`` (or ``...: ok, ...``)."""
+        """``@champion -> version 3 (v3): moved outside the gate`` (or ``...: ok (...)``); every line ends with
+        ``[unsigned]`` when no trusted key was configured (signatures not checked)."""
         if self.problem:
             what = self.problem
         elif self.decision_run:
-            what = f"ok (decision run {self.decision_run}; evidence unchanged)"
+            signed = f"; signed by key {short(self.signer)}" if self.signer else ""
+            what = f"ok (decision run {self.decision_run}{signed}; evidence unchanged)"
         else:
             what = "ok (a tracked version)"
-        return f"@{self.alias} -> version {self.version} ({self.label}): {what}"
+        return f"@{self.alias} -> version {self.version} ({self.label}): {what}" + (
+            "" if self.checked_signatures else " [unsigned]"
+        )
 
 
 #: the aliases ``verify`` checks, in this order
 VERIFIED_ALIASES = ("champion", "previous", "challenger")
 
 
-def verify_aliases(ml: Mlflow, name: str) -> list[AliasStatus]:
+def verify_aliases(ml: Mlflow, name: str, trusted: Mapping[str, Ed25519PublicKey] | None = None) -> list[AliasStatus]:
     """Check that every alias of registered model ``name`` rests on evidence that passed: ``@champion`` and
     ``@previous`` each name a version made champion by a recorded passing decision (``trackeval.gate.promoted``)
-    whose evidence still holds (the results digests it recorded for the candidate, and for the champion it was
-    gated against, equal those of the runs the versions' ``eval_run`` tags point to now, artifacts re-read);
-    ``@challenger`` names a tracked version (one with an ``eval_run`` tag). A unit tracked after the decision
-    does not count against it. Returns one status per alias present.
+    whose record agrees with itself (tags, ``gate/pass``, params and decision.json all say pass for this model
+    and version), whose attestation verifies under one of the ``trusted`` keys (``{key id: public key}``; none
+    given: not checked, every line says unsigned) and names this model, version and pass, and whose evidence
+    still holds (the results digests it recorded for the candidate, and for the champion it was gated against,
+    equal those of the runs the versions' ``eval_run`` tags point to now, artifacts re-read). ``@challenger``
+    names a tracked version (one with an ``eval_run`` tag). A unit tracked after the decision does not count
+    against it. Returns one status per alias present.
 
     Raises :class:`InputError` when ``name`` is not a registered model (or not a valid model name).
     """
@@ -155,7 +200,8 @@ def verify_aliases(ml: Mlflow, name: str) -> list[AliasStatus]:
     if registered_model(ml, name) is None:
         raise unknown_model(ml, name)
     aliases = {k: str(v) for k, v in registered_aliases(ml, name).items()}
-    ev = _Evidence(ml, name)
+    ev, trust = _Evidence(ml, name), _Trust(dict(trusted or {}), _Records(ml))
+    checked = bool(trust.keys)
     out = []
     for alias in VERIFIED_ALIASES:
         if alias not in aliases:
@@ -166,15 +212,25 @@ def verify_aliases(ml: Mlflow, name: str) -> list[AliasStatus]:
         except TrackingError as exc:
             if error_code(exc) is None:
                 raise
-            out.append(AliasStatus(alias, version, "?", "names no registered version"))
+            out.append(AliasStatus(alias, version, "?", "names no registered version", checked_signatures=checked))
             continue
         label = registered_version_name(mv)
         if alias == "challenger":
             problem = None if eval_runs(mv) else "not a tracked version (no trackeval.eval_run.<unit> tag)"
-            out.append(AliasStatus(alias, version, label, problem))
+            out.append(AliasStatus(alias, version, label, problem, checked_signatures=checked))
             continue
-        run, problem = _holding(ml, name, ev, version)
-        out.append(AliasStatus(alias, version, label, problem, None if run is None else run.info.run_id))
+        run, vouched, problem = _holding(ml, name, ev, trust, version)
+        out.append(
+            AliasStatus(
+                alias,
+                version,
+                label,
+                problem,
+                None if run is None else run.info.run_id,
+                None if vouched is None else vouched.signer,
+                checked,
+            )
+        )
     return out
 
 
@@ -191,14 +247,15 @@ def withdraw_replaced(ml: Mlflow, name: str, version: str, old: Mapping[str, str
     """
     after = _Evidence(ml, name)
     before = _Evidence(ml, name, override={version: old})
+    trust = _Trust({}, _Records(ml))
     aliases = {k: str(v) for k, v in registered_aliases(ml, name).items()}
 
     def rested(alias: str) -> bool:
         held = aliases.get(alias)
         return (
             bool(held)
-            and _holding(ml, name, before, held)[0] is not None
-            and _holding(ml, name, after, held)[0] is None
+            and _holding(ml, name, before, trust, held)[0] is not None
+            and _holding(ml, name, after, trust, held)[0] is None
         )
 
     target = dict(aliases)
@@ -206,11 +263,11 @@ def withdraw_replaced(ml: Mlflow, name: str, version: str, old: Mapping[str, str
         target["champion"] = target["previous"] = None  # type: ignore[assignment]
         for run in _passing_decisions(ml, name):
             candidate = run.data.tags.get(TAG + "gate.candidate", "")
-            if candidate in (version, aliases["champion"]) or _decision_problem(after, run) is not None:
+            if candidate in (version, aliases["champion"]) or _holding(ml, name, after, trust, candidate)[0] is None:
                 continue
             target["champion"] = candidate
             base = run.data.tags.get(TAG + "gate.champion", "")
-            if base and _holding(ml, name, after, base)[0] is not None:
+            if base and _holding(ml, name, after, trust, base)[0] is not None:
                 target["previous"] = base
             break
     elif rested("previous"):

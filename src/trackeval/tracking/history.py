@@ -1,0 +1,207 @@
+"""A model's audit trail (``trackeval history``): every gate decision and every replaced evaluation, in time
+order, with each decision's record and signature checked (:mod:`trackeval.tracking.attestations`) and the alias
+moves the decisions made.
+
+MLflow keeps no alias history: the moves are derived from the decisions (a decision that promoted its candidate
+moved ``@champion`` to it and ``@previous`` to the champion it was gated against), and the trail's end is
+compared with the registry's aliases now (``trail_matches_registry``). The JSON form (:class:`History`,
+``schema`` :data:`SCHEMA`) is a documented contract (docs/gate.md).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+from pydantic import BaseModel, ConfigDict, Field
+
+from trackeval.attest.dsse import AttestationError
+from trackeval.tracking.attestations import DecisionRecord, disagreement, predicate_of, read_record
+from trackeval.tracking.client import Mlflow, check_model_ref, quote
+from trackeval.tracking.registry import registered_aliases, registered_model, unknown_model
+from trackeval.tracking.tags import KIND_GATE, PROMOTED_TAG, TAG
+
+#: the ``schema`` of :class:`History`
+SCHEMA = "trackeval.history/1"
+#: the tag ``track --replace`` sets on a replaced evaluation run: the id of the run that replaced it
+REPLACED_BY_TAG = TAG + "replaced_by"
+
+
+class HistoryCheck(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    unit: str
+    passed: bool
+    detail: str
+
+
+class HistoryEvent(BaseModel):
+    """One event: a gate decision (``kind="decision"``) or an evaluation replaced by ``track --replace``
+    (``kind="replaced"``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    time: str
+    kind: Literal["decision", "replaced"]
+    #: registry version and trackeval version name (``v2``) of the candidate, or of the replaced evaluation
+    version: str
+    label: str
+    #: the champion it was gated against (registry version, name), None for a first version
+    champion: str | None = None
+    champion_label: str | None = None
+    verdict: Literal["pass", "fail"] | None = None
+    #: the decision moved ``@champion`` to its candidate
+    promoted: bool = False
+    aliases_before: dict[str, str] = Field(default_factory=dict)
+    aliases_after: dict[str, str] = Field(default_factory=dict)
+    checks: list[HistoryCheck] = Field(default_factory=list)
+    #: ``verified`` (signed by the trusted key ``signer``), ``unsigned`` (no attestation), ``not checked`` (an
+    #: attestation, no trusted key given), ``invalid`` (it does not verify, or names another run or record)
+    signature: Literal["verified", "unsigned", "not checked", "invalid"] | None = None
+    signer: str | None = None
+    candidate_evidence: dict[str, str] = Field(default_factory=dict)
+    champion_evidence: dict[str, str] = Field(default_factory=dict)
+    #: the decision run (or the replaced evaluation run) and the run that replaced it
+    run_id: str
+    run_url: str | None = None
+    replaced_by: str | None = None
+    unit: str | None = None
+    #: why the record cannot be trusted as it stands: its tags, metric or params disagree with its decision.json,
+    #: or its attestation is invalid (None: it is consistent)
+    problem: str | None = None
+
+
+class History(BaseModel):
+    """``trackeval history --json``: the events oldest first, the key ids trusted, the registry's aliases now and
+    whether the alias moves derived from the decisions end where the registry is."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, serialize_by_alias=True)
+
+    schema_: Literal["trackeval.history/1"] = Field(SCHEMA, alias="schema")
+    model: str
+    trusted_keys: list[str]
+    aliases_now: dict[str, str]
+    trail_matches_registry: bool
+    events: list[HistoryEvent]
+
+
+def _time(ms: int | None) -> str:
+    return datetime.fromtimestamp((ms or 0) / 1000, UTC).isoformat(timespec="milliseconds")
+
+
+def _signature(record: DecisionRecord, trusted: dict[str, Ed25519PublicKey]) -> tuple[str, str | None, str | None]:
+    """``(signature state, signer key id, problem)`` of a decision record (:class:`HistoryEvent`)."""
+    if record.problem:
+        return "invalid", None, record.problem
+    problem = None if record.decision is None else disagreement(record.run, record.decision)
+    if record.envelope is None:
+        return "unsigned", None, problem
+    if not trusted:
+        return "not checked", record.envelope.signatures[0].keyid or None, problem
+    try:
+        keyid, predicate = predicate_of(record, trusted)
+    except AttestationError as exc:
+        return "invalid", None, str(exc)
+    decision = record.decision
+    if decision is not None and (predicate.verdict, predicate.candidate) != (decision.verdict, decision.candidate):
+        return "invalid", keyid, "the signed verdict or candidate differs from decision.json"
+    return "verified", keyid, problem
+
+
+def _decision_event(ml: Mlflow, run: Any, trusted: dict[str, Ed25519PublicKey]) -> HistoryEvent:
+    tags, params = run.data.tags, run.data.params
+    record = read_record(ml, run)
+    state, signer, problem = _signature(record, trusted)
+    decision = record.decision
+    verdict = decision.verdict if decision is not None else tags.get(TAG + "gate.verdict")
+    return HistoryEvent(
+        time=_time(run.info.start_time),
+        kind="decision",
+        version=tags.get(TAG + "gate.candidate", ""),
+        label=decision.candidate if decision is not None else params.get("candidate_model_version", ""),
+        champion=tags.get(TAG + "gate.champion") or None,
+        champion_label=None if decision is None else decision.champion,
+        verdict=verdict if verdict in ("pass", "fail") else None,
+        promoted=tags.get(PROMOTED_TAG) == "true",
+        checks=[]
+        if decision is None
+        else [HistoryCheck(name=c.name, unit=c.unit, passed=c.passed, detail=c.detail) for c in decision.checks],
+        signature=state,  # type: ignore[arg-type]
+        signer=signer,
+        candidate_evidence={} if decision is None else decision.candidate_evidence,
+        champion_evidence={} if decision is None else decision.champion_evidence,
+        run_id=run.info.run_id,
+        run_url=ml.run_url(run.info.run_id),
+        problem=problem,
+    )
+
+
+def _replaced_events(ml: Mlflow, name: str) -> list[HistoryEvent]:
+    """One event per evaluation run of ``name`` that ``track --replace`` replaced (tag ``trackeval.replaced_by``),
+    at the time of the run that replaced it."""
+    flt = f"tags.`{TAG}model_name` = {quote(name)} and tags.`{TAG}kind` = 'benchmark'"
+    out = []
+    for run in ml.search(flt):
+        new = run.data.tags.get(REPLACED_BY_TAG)
+        if not new:
+            continue
+        try:
+            when = ml.call("get_run", ml.client.get_run, new).info.start_time
+        except Exception:  # noqa: BLE001 - the replacing run was deleted: the replaced run's own end time
+            when = run.info.end_time
+        out.append(
+            HistoryEvent(
+                time=_time(when),
+                kind="replaced",
+                version=run.data.tags.get(TAG + "model_version", ""),
+                label=run.data.tags.get(TAG + "model_version", ""),
+                unit=run.data.tags.get(TAG + "unit"),
+                run_id=run.info.run_id,
+                run_url=ml.run_url(run.info.run_id),
+                replaced_by=new,
+            )
+        )
+    return out
+
+
+def _trail(events: list[HistoryEvent]) -> dict[str, str]:
+    """Fill each decision's ``aliases_before``/``aliases_after`` from the ones before it; returns the end state."""
+    state: dict[str, str] = {}
+    for event in events:
+        if event.kind != "decision":
+            continue
+        event.aliases_before = dict(state)
+        if event.promoted:
+            if state.get("champion"):
+                state["previous"] = state["champion"]
+            state["champion"] = event.version
+            if state.get("challenger") == event.version:
+                del state["challenger"]
+        event.aliases_after = dict(state)
+    return state
+
+
+def model_history(ml: Mlflow, name: str, trusted: dict[str, Ed25519PublicKey] | None = None) -> History:
+    """The audit trail of registered model ``name`` (module docstring); signatures checked under ``trusted``.
+
+    Raises :class:`InputError` when ``name`` is not a registered model.
+    """
+    check_model_ref(name, "name")
+    if registered_model(ml, name) is None:
+        raise unknown_model(ml, name)
+    trusted = dict(trusted or {})
+    runs = ml.search(f"tags.`{TAG}kind` = {quote(KIND_GATE)} and tags.`{TAG}model_name` = {quote(name)}")
+    events = [_decision_event(ml, r, trusted) for r in runs] + _replaced_events(ml, name)
+    events.sort(key=lambda e: (e.time, e.kind != "replaced"))
+    end = _trail(events)
+    now = {k: str(v) for k, v in registered_aliases(ml, name).items()}
+    held = {k: v for k, v in now.items() if k in ("champion", "previous")}
+    return History(
+        model=name,
+        trusted_keys=sorted(trusted),
+        aliases_now=now,
+        trail_matches_registry=held == {k: v for k, v in end.items() if k in ("champion", "previous")},
+        events=events,
+    )
