@@ -148,10 +148,10 @@ def vouch(record: DecisionRecord, model: str, version: str, trusted: dict[str, E
     _agree(run, decision, model, version)
     params, tags = run.data.params, run.data.tags
     champion_version = params.get("champion_version", tags.get(TAG + "gate.champion", "")) or None
-    cand_ev = decision.candidate_evidence or _param_evidence(params.get("candidate_evidence"))
-    champ_ev = (
-        decision.champion_evidence if decision.candidate_evidence else _param_evidence(params.get("champion_evidence"))
-    )
+    if decision.candidate_evidence:
+        cand_ev, champ_ev = decision.candidate_evidence, decision.champion_evidence
+    else:  # recorded before decision.json held evidence: the params' (None: older still, the runs they name)
+        cand_ev, champ_ev = (_evidence(params, side) for side in ("candidate", "champion"))
     if not trusted:
         return Vouched(None, champion_version, cand_ev, champ_ev)
     keyid, pred = predicate_of(record, trusted)
@@ -191,7 +191,7 @@ def disagreement(run: Any, decision: Decision) -> str | None:
     for side in ("candidate", "champion"):
         recorded = params.get(f"{side}_evidence")
         if recorded is not None and decision.candidate_evidence:
-            if _param_evidence(recorded) != getattr(decision, f"{side}_evidence"):
+            if pairs_param(recorded) != getattr(decision, f"{side}_evidence"):
                 return f"param {side}_evidence differs from its decision.json"
     return None
 
@@ -210,8 +210,13 @@ def _agree(run: Any, decision: Decision, model: str, version: str) -> None:
         raise AttestationError(f"tag trackeval.gate.candidate says version {run.data.tags.get(TAG + 'gate.candidate')}")
 
 
-def _param_evidence(value: str | None) -> dict[str, str] | None:
-    """``{unit: digest}`` of a ``candidate_evidence`` / ``champion_evidence`` param (None when absent)."""
-    if value is None:
-        return None
+def pairs_param(value: str) -> dict[str, str]:
+    """``{unit: value}`` of a decision run's ``"umd=<x>,xray/cls=<y>"`` param (``candidate_runs``,
+    ``candidate_evidence``, ...)."""
     return dict(item.split("=", 1) for item in value.split(",") if "=" in item)
+
+
+def _evidence(params: dict[str, str], side: str) -> dict[str, str] | None:
+    """``{unit: digest}`` of a decision run's ``<side>_evidence`` param (None when it has none)."""
+    value = params.get(f"{side}_evidence")
+    return None if value is None else pairs_param(value)

@@ -21,7 +21,7 @@ from trackeval.gate.decide import Decision, decide
 from trackeval.gate.policy import UnitPolicy, metric_facts
 from trackeval.registry import metric_info
 from trackeval.results import sha256_text
-from trackeval.tracking.attestations import DECISION_JSON, UNSIGNED, decision_bytes, sign_decision
+from trackeval.tracking.attestations import DECISION_JSON, UNSIGNED, decision_bytes, pairs_param, sign_decision
 from trackeval.tracking.client import Mlflow, quote
 from trackeval.tracking.evidence import run_evidence
 from trackeval.tracking.lineage import flatten
@@ -163,11 +163,6 @@ def mark_promoted(ml: Mlflow, decision_run: str) -> None:
     ml.call("set_tag", ml.client.set_tag, decision_run, PROMOTED_TAG, "true")
 
 
-def runs_param(value: str) -> dict[str, str]:
-    """``"umd=<run id>,xray/cls=<run id>"`` (a decision run's ``candidate_runs`` / ``champion_runs``)."""
-    return dict(item.split("=", 1) for item in value.split(",") if "=" in item)
-
-
 #: the metric facts of a policy (:func:`~trackeval.gate.policy.metric_facts`) that decisions recorded before
 #: trackeval 0.4 lack (``paired``, ``per_case``) or before 0.3 (``reduction``, ``best``)
 _FACTS = ("reduction", "paired", "per_case", "best")
@@ -182,7 +177,7 @@ def read_decision(ml: Mlflow, decision_run: str) -> tuple[Any, Decision]:
     if run.data.tags.get(TAG + "kind") != KIND_GATE:
         raise InputError(f"run {decision_run} is not a trackeval gate decision run", field="--explain")
     with tempfile.TemporaryDirectory(prefix="trackeval-explain-") as tmp:
-        path = ml.call("download_artifacts", ml.client.download_artifacts, decision_run, "decision.json", tmp)
+        path = ml.call("download_artifacts", ml.client.download_artifacts, decision_run, DECISION_JSON, tmp)
         return run, Decision.model_validate_json(Path(path).read_bytes())
 
 
@@ -216,8 +211,8 @@ def explain(ml: Mlflow, decision_run: str) -> tuple[Decision, Decision]:
     gate = recorded.gate_config.model_copy(update={"policies": policies})
     recorded = recorded.model_copy(update={"gate_config": gate})
     params = run.data.params
-    candidate = {u: run_evidence(ml, r) for u, r in runs_param(params.get("candidate_runs", "")).items()}
-    champion_runs = runs_param(params.get("champion_runs", ""))
+    candidate = {u: run_evidence(ml, r) for u, r in pairs_param(params.get("candidate_runs", "")).items()}
+    champion_runs = pairs_param(params.get("champion_runs", ""))
     champion = {u: run_evidence(ml, r) for u, r in champion_runs.items()} if recorded.champion is not None else None
     recomputed = decide(
         recorded.model,

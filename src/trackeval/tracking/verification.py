@@ -16,9 +16,8 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from trackeval.attest.dsse import AttestationError, short
-from trackeval.tracking.attestations import DecisionRecord, Vouched, read_record, vouch
+from trackeval.tracking.attestations import DecisionRecord, Vouched, pairs_param, read_record, vouch
 from trackeval.tracking.client import Mlflow, TrackingError, check_model_ref, error_code, quote
-from trackeval.tracking.decision_runs import runs_param
 from trackeval.tracking.evidence import run_digest
 from trackeval.tracking.registry import (
     eval_runs,
@@ -102,7 +101,7 @@ def _evidence_problem(ev: _Evidence, run: Any, vouched: Vouched, version: str) -
         sides.append(("champion", vouched.champion_version, vouched.champion_evidence))
     for side, side_version, recorded in sides:
         if recorded is None:  # legacy: the digests of the runs it names, as they are now
-            recorded = {u: ev.run(r) for u, r in runs_param(params.get(f"{side}_runs", "")).items()}
+            recorded = {u: ev.run(r) for u, r in pairs_param(params.get(f"{side}_runs", "")).items()}
         current = ev.of(side_version)
         whose = "its" if side == "candidate" else f"the champion's it was gated against (version {side_version})"
         if current is None:
