@@ -47,9 +47,16 @@ TINY = {
 PINNED = ("umd/dsc", "mir3d/group/ap_at_10", "xray/cls/auroc", "xray/seg/dsc", "imis/dice/by_prompt/point")
 
 
-def _run(cwd: Path, *cmd: str, check: bool = True) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}  # the repo's own sqlite store
+#: where the pipeline's gate signing keys are generated (git-ignored, as `make demo` does)
+KEYS = ".trackeval-keys"
+
+
+def _run(cwd: Path, *cmd: str, check: bool = True, sign: bool = False) -> subprocess.CompletedProcess:
+    """``cmd`` in ``cwd`` with the repo's own sqlite store; ``sign``: with the gate's key (``TRACKEVAL_GATE_KEY``)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_") and k != "TRACKEVAL_GATE_KEY"}
     env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
+    if sign:
+        env["TRACKEVAL_GATE_KEY"] = str(cwd / KEYS / "gate.key")
     done = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=scaled(900))
     if check and done.returncode != 0:
         pytest.fail(f"{' '.join(cmd)} exited {done.returncode}\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}")
@@ -97,7 +104,8 @@ def _built_repo(root: Path) -> Path:
     _run(root, DVC, "add", "-q", "data")
     diff = _run(root, "git", "diff", "--exit-code", "data.dvc", check=False)
     assert diff.returncode == 0, f"trackeval data fetch did not reproduce data.dvc:\n{diff.stdout}"
-    first = _run(root, DVC, "repro")
+    _run(root, str(BIN / "trackeval"), "keygen", "--out", KEYS)
+    first = _run(root, DVC, "repro", sign=True)
     assert {"prepare", "train@v1", "train@v2", "evaluate@imis-v2", "track", "gate"} <= _ran(first.stdout)
     return root
 
@@ -144,6 +152,7 @@ def _check_mlflow_store(repo: Path) -> None:
     )
     compared = {c["benchmark"]: c["metric"] for c in decision["comparisons"]}
     assert compared["xray/seg"] == "xray/seg/dsc" and compared["xray/cls"] == "xray/cls/auroc"
+    _check_signed_history(repo, verdict)
     metrics = json.loads((repo / "work" / "eval" / "umd" / "v2" / "metrics.json").read_text())
     assert 0.0 <= metrics["umd/dsc"] <= 1.0
     # MLflow 3: one LoggedModel per version, its headline metrics linked to each unit's evaluation set
@@ -168,6 +177,28 @@ def _check_mlflow_store(repo: Path) -> None:
     assert pr[0] == "recall,precision,threshold" and len(pr) > 10
     plot = (repo / "work" / "eval" / "imis" / "v1" / "plot.csv").read_text().splitlines()
     assert plot[0] == "click,value,ci95_low,ci95_high" and [r.split(",")[0] for r in plot[1:]] == ["1", "2"]
+
+
+def _check_signed_history(repo: Path, verdict: dict) -> None:
+    """The gate stage signed every decision it made (``TRACKEVAL_GATE_KEY``): ``history --json`` lists each of
+    them, verified under the pipeline's public key; ``pipeline verdict --trusted-key`` verifies the aliases; the
+    keys stay out of git."""
+    trusted = ("--trusted-key", str(repo / KEYS / "gate.pub"))
+    out = repo / "history.json"
+    _run(repo, str(BIN / "trackeval"), "history", "--model", MODEL, "--config", "params.yaml", *trusted, "--json",
+         str(out))  # fmt: skip
+    history = json.loads(out.read_text())
+    decisions = {e["run_id"]: e for e in history["events"] if e["kind"] == "decision"}
+    assert {verdict[v]["decision_run"] for v in ("v1", "v2")} <= set(decisions)
+    assert {e["signature"] for e in decisions.values()} == {"verified"} and history["trail_matches_registry"]
+    assert [decisions[verdict[v]["decision_run"]]["verdict"] for v in ("v1", "v2")] == [
+        verdict["v1"]["verdict"],
+        verdict["v2"]["verdict"],
+    ]
+    expect = verdict["v2"]["verdict"]
+    shown = _run(repo, str(BIN / "trackeval"), "pipeline", "verdict", "--expect", expect, *trusted)
+    assert "@champion -> version" in shown.stdout and "signed by key" in shown.stdout
+    assert KEYS not in _run(repo, "git", "status", "--porcelain", "--ignored=no").stdout
 
 
 #: the stages that change the MLflow registry: always run (never restored from DVC's run-cache)

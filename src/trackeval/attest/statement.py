@@ -98,7 +98,12 @@ def statement(
     subject = [
         {"name": f"{decision.model}/{decision.candidate}/{unit}/results.json", "digest": {"sha256": digest}}
         for unit, digest in sorted(decision.candidate_evidence.items())
-    ] or [{"name": f"{decision.model}/{decision.candidate}", "digest": {"sha256": sha256_text("")}}]
+    ] or [  # no evaluation on the candidate's side (a refusal): the decision record itself is the subject
+        {
+            "name": f"{decision.model}/{decision.candidate}/decision.json",
+            "digest": {"sha256": sha256_bytes(decision_json)},
+        }
+    ]
     predicate = GateDecisionPredicate(
         model=decision.model,
         candidate=decision.candidate,

@@ -94,6 +94,11 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     )
     cmp.add_argument("--html", type=Path, help="also write a self-contained HTML report")
     _config_options(cmp)
+    _add_verify(sub)
+
+
+def _add_verify(sub: argparse._SubParsersAction) -> None:
+    """Add the ``verify`` subcommand."""
     ve = sub.add_parser(
         "verify",
         help="check that @champion and @previous rest on recorded passing decisions, signed by a trusted key, whose "

@@ -66,47 +66,39 @@ def _run_cell(event: HistoryEvent) -> str:
     return escape_html(event.run_id)
 
 
+def _event_row(e: HistoryEvent) -> str:
+    """One ``<tr>`` of the events table (every value escaped; the run linked only to an http(s) URL)."""
+    decision = e.kind == "decision"
+    css = {"pass": "pass", "fail": "fail"}.get(e.verdict or "", "")
+    cells = [
+        escape_html(e.time),
+        escape_html(f"{e.label} ({e.version})" + (f" {e.unit}" if e.unit else "")),
+        escape_html(e.champion_label or e.champion or "-") if decision else "-",
+        f'<span class="{css}">{escape_html((e.verdict or e.kind).upper())}</span>',
+        escape_html(_signed(e)) if decision else "-",
+        escape_html(f"{_aliases(e.aliases_before)} -> {_aliases(e.aliases_after)}" if e.promoted else "-"),
+        escape_html(_failed(e) if decision else f"replaced by {e.replaced_by}"),
+        _run_cell(e),
+        escape_html(e.problem or ""),
+    ]
+    return "<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"
+
+
+#: the events table's columns
+_HEADER = ["time (UTC)", "version", "against", "verdict", "signature", "aliases", "checks", "run", "problem"]
+
+
 def history_html(history: History) -> str:
-    """The history as one HTML page: a table of events and, per decision, its checks."""
-    rows = []
-    for e in history.events:
-        verdict = escape_html((e.verdict or e.kind).upper())
-        css = {"pass": "pass", "fail": "fail"}.get(e.verdict or "", "")
-        cells = [
-            escape_html(e.time),
-            escape_html(f"{e.label} ({e.version})" + (f" {e.unit}" if e.unit else "")),
-            escape_html(e.champion_label or e.champion or "-") if e.kind == "decision" else "-",
-            f'<span class="{css}">{verdict}</span>',
-            escape_html(_signed(e)) if e.kind == "decision" else "-",
-            escape_html(f"{_aliases(e.aliases_before)} -> {_aliases(e.aliases_after)}" if e.promoted else "-"),
-            escape_html(_failed(e) if e.kind == "decision" else f"replaced by {e.replaced_by}"),
-            _run_cell(e),
-            escape_html(e.problem or ""),
-        ]
-        rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
-    header = ["time (UTC)", "version", "against", "verdict", "signature", "aliases", "checks", "run", "problem"]
-    events = (
-        "<table><tr>" + "".join(f"<th>{escape_html(h)}</th>" for h in header) + "</tr>" + "".join(rows) + "</table>"
-    )
+    """The history as one HTML page: how it was checked, a table of events and, per decision, its checks."""
+    head = "".join(f"<th>{escape_html(h)}</th>" for h in _HEADER)
+    events = f"<table><tr>{head}</tr>" + "".join(_event_row(e) for e in history.events) + "</table>"
     keys = ", ".join(short(k) for k in history.trusted_keys) or "none (signatures not checked)"
     match = "yes" if history.trail_matches_registry else "NO: an alias was moved outside the gate"
-    body = [
-        _table(
-            ["field", "value"],
-            [["trusted keys", keys], ["aliases now", _aliases(history.aliases_now)], ["trail matches registry", match]],
-            numeric_from=2,
-        ),
-        "<h2>Events (oldest first)</h2>",
-        events,
-    ]
+    how = [["trusted keys", keys], ["aliases now", _aliases(history.aliases_now)], ["trail matches registry", match]]
+    body = [_table(["field", "value"], how, numeric_from=2), "<h2>Events (oldest first)</h2>", events]
     for e in history.events:
         if e.kind == "decision" and e.checks:
             body.append(f"<h3>{escape_html(e.time)}: {escape_html(e.label)} (run {escape_html(e.run_id)})</h3>")
-            body.append(
-                _table(
-                    ["unit", "check", "passed", "detail"],
-                    [[_unit(c.unit), c.name, "yes" if c.passed else "NO", c.detail] for c in e.checks],
-                    numeric_from=4,
-                )
-            )
+            rows = [[_unit(c.unit), c.name, "yes" if c.passed else "NO", c.detail] for c in e.checks]
+            body.append(_table(["unit", "check", "passed", "detail"], rows, numeric_from=4))
     return _page(f"Gate history of {history.model}", body)
