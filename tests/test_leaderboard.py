@@ -5,12 +5,11 @@ leaderboard`` (embedded SQLite store)."""
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 
 import pytest
 
-from tests.test_tracking import _chromium, _start_server, _stop, evaluated, migrated_db, needs_chromium, store  # noqa: F401 - shared fixtures
+from tests.test_tracking import _chromium, evaluated, migrated_db, needs_chromium, served, store  # noqa: F401
 from trackeval.cli import main
 
 
@@ -84,47 +83,40 @@ SHOTS = Path(os.environ.get("TRACKEVAL_TEST_ARTIFACTS", Path(__file__).resolve()
 
 @pytest.mark.slow
 @needs_chromium
-def test_mlflow_ui_models_tab_and_model_training_view(evaluated, migrated_db, tmp_path, monkeypatch):  # noqa: F811
+def test_mlflow_ui_models_tab_and_model_training_view(evaluated, served, tmp_path):  # noqa: F811
     """A real ``mlflow server`` and headless Chromium: the printed link opens the runs in the model-training view,
     the Models tab lists both versions, a version's page shows its benchmark metrics by dataset, and the run's
     artifacts hold the figures. Screenshots are kept in ``SHOTS``."""
     from mlflow import MlflowClient
 
-    db = tmp_path / "server.db"
-    shutil.copy(migrated_db, db)
-    proc, url = _start_server(db, tmp_path / "artifacts", tmp_path / "server.log")
-    try:
-        monkeypatch.setenv("MLFLOW_TRACKING_URI", url)
-        monkeypatch.chdir(tmp_path)
-        for version in ("champion", "improved"):
-            assert main(["track", str(evaluated[version][1])]) == 0
-        client = MlflowClient(tracking_uri=url, registry_uri=url)
-        exp = client.get_experiment_by_name("trackeval").experiment_id
-        SHOTS.mkdir(parents=True, exist_ok=True)
-        runs = _chromium(
-            tmp_path, f"{url}/#/experiments/{exp}/runs?workflowType=machine_learning", SHOTS / "runs.png", 8000
-        )
-        assert "seg/improved" in runs and "seg/champion" in runs and "Model training" in runs  # parent runs
-        models = _chromium(
-            tmp_path, f"{url}/#/experiments/{exp}/models?workflowType=machine_learning", SHOTS / "models.png", 8000
-        )
-        assert "seg-champion" in models and "seg-improved" in models
-        model = next(m for m in client.search_logged_models([exp]) if m.name == "seg-improved")
-        page = _chromium(
-            tmp_path, f"{url}/#/experiments/{exp}/models/{model.model_id}?workflowType=machine_learning",
-            SHOTS / "model_improved.png", 8000,
-        )  # fmt: skip
-        value = evaluated["improved"][0].aggregates["umd/dsc"].value
-        assert "umd/dsc" in page and repr(value) in page
-        child = client.get_run(client.get_model_version("seg", "2").tags["trackeval.eval_run.umd"])
-        figures = {a.path for a in client.list_artifacts(child.info.run_id, "figures")}
-        assert "figures/umd__dsc__by_organ.png" in figures
-        artifacts = _chromium(
-            tmp_path,
-            f"{url}/#/experiments/{exp}/runs/{child.info.run_id}/artifacts/figures/umd__dsc__by_organ.png",
-            SHOTS / "run_figure.png",
-            8000,
-        )
-        assert "umd__dsc__by_organ.png" in artifacts and "report.html" in artifacts
-    finally:
-        _stop(proc)
+    url = served
+    for version in ("champion", "improved"):
+        assert main(["track", str(evaluated[version][1])]) == 0
+    client = MlflowClient(tracking_uri=url, registry_uri=url)
+    exp = client.get_experiment_by_name("trackeval").experiment_id
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    runs = _chromium(
+        tmp_path, f"{url}/#/experiments/{exp}/runs?workflowType=machine_learning", SHOTS / "runs.png", 8000
+    )
+    assert "seg/improved" in runs and "seg/champion" in runs and "Model training" in runs  # parent runs
+    models = _chromium(
+        tmp_path, f"{url}/#/experiments/{exp}/models?workflowType=machine_learning", SHOTS / "models.png", 8000
+    )
+    assert "seg-champion" in models and "seg-improved" in models
+    model = next(m for m in client.search_logged_models([exp]) if m.name == "seg-improved")
+    page = _chromium(
+        tmp_path, f"{url}/#/experiments/{exp}/models/{model.model_id}?workflowType=machine_learning",
+        SHOTS / "model_improved.png", 8000,
+    )  # fmt: skip
+    value = evaluated["improved"][0].aggregates["umd/dsc"].value
+    assert "umd/dsc" in page and repr(value) in page
+    child = client.get_run(client.get_model_version("seg", "2").tags["trackeval.eval_run.umd"])
+    figures = {a.path for a in client.list_artifacts(child.info.run_id, "figures")}
+    assert "figures/umd__dsc__by_organ.png" in figures
+    artifacts = _chromium(
+        tmp_path,
+        f"{url}/#/experiments/{exp}/runs/{child.info.run_id}/artifacts/figures/umd__dsc__by_organ.png",
+        SHOTS / "run_figure.png",
+        8000,
+    )
+    assert "umd__dsc__by_organ.png" in artifacts and "report.html" in artifacts

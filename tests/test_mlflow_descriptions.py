@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 from pathlib import Path
 
 import pytest
@@ -20,10 +19,9 @@ from tests import gate_data
 from tests.conftest import REPO
 from tests.test_tracking import (  # noqa: F401 - shared fixtures
     _chromium,
-    _start_server,
-    _stop,
     migrated_db,
     needs_chromium,
+    served,
     store,
 )
 from trackeval.cli import main
@@ -201,40 +199,33 @@ def gate_data_headline(client: MlflowClient, run_id: str) -> str:
 
 @pytest.mark.slow
 @needs_chromium
-def test_replaced_run_version_page_and_decision_run_in_chromium(folders, migrated_db, tmp_path, monkeypatch):  # noqa: F811
+def test_replaced_run_version_page_and_decision_run_in_chromium(folders, served, tmp_path):  # noqa: F811
     """On a real ``mlflow server``: the replaced run's page says so and links the current run, the version's
     page links the current run (the link, followed, opens that run), the decision run's page states its verdict."""
-    db = tmp_path / "server.db"
-    shutil.copy(migrated_db, db)
-    proc, url = _start_server(db, tmp_path / "artifacts", tmp_path / "server.log")
+    url = served
     sets = ["--set", "tracking.backoff_s=0.05", "--set", "gate.n_resamples=500"]
-    try:
-        monkeypatch.setenv("MLFLOW_TRACKING_URI", url)
-        monkeypatch.chdir(tmp_path)
-        for version in ("improved", "worse"):
-            assert main(["track", str(folders[version]), *sets]) == 0
-        assert main(["promote", "--model", "seg", "--candidate", "improved", *sets]) == 0
-        assert main(["promote", "--model", "seg", "--candidate", "worse", *sets]) == 1
-        client = MlflowClient(tracking_uri=url, registry_uri=url)
-        old = client.get_model_version("seg", "2").tags["trackeval.eval_run.umd"]
-        decision = client.get_model_version("seg", "2").tags["trackeval.gate.decision_run"]
-        assert main(["track", str(folders["worse@other"]), "--replace", *sets]) == 0
-        new = client.get_model_version("seg", "2").tags["trackeval.eval_run.umd"]
-        exp = client.get_run(new).info.experiment_id
-        SHOTS.mkdir(parents=True, exist_ok=True)
+    for version in ("improved", "worse"):
+        assert main(["track", str(folders[version]), *sets]) == 0
+    assert main(["promote", "--model", "seg", "--candidate", "improved", *sets]) == 0
+    assert main(["promote", "--model", "seg", "--candidate", "worse", *sets]) == 1
+    client = MlflowClient(tracking_uri=url, registry_uri=url)
+    old = client.get_model_version("seg", "2").tags["trackeval.eval_run.umd"]
+    decision = client.get_model_version("seg", "2").tags["trackeval.gate.decision_run"]
+    assert main(["track", str(folders["worse@other"]), "--replace", *sets]) == 0
+    new = client.get_model_version("seg", "2").tags["trackeval.eval_run.umd"]
+    exp = client.get_run(new).info.experiment_id
+    SHOTS.mkdir(parents=True, exist_ok=True)
 
-        page = _chromium(tmp_path, f"{url}/#/experiments/{exp}/runs/{old}", SHOTS / "replaced_run.png", 8000)
-        assert "umd seg/worse (replaced)" in page and "no longer the evidence of" in page
-        assert f'href="#/experiments/{exp}/runs/{new}"' in page  # the description's link, rendered
-        page = _chromium(tmp_path, f"{url}/#/models/seg/versions/2", SHOTS / "version_after_replace.png", 8000)
-        assert f'href="#/experiments/{exp}/runs/{new}"' in page and "Current evidence" in page
-        assert "Gate history" in page and "not gated on the current evidence yet" in page
-        followed = _chromium(tmp_path, f"{url}/#/experiments/{exp}/runs/{new}", SHOTS / "current_run.png", 8000)
-        assert "umd seg/worse" in followed and "(replaced)" not in followed.split("umd seg/worse", 1)[1][:20]
-        page = _chromium(tmp_path, f"{url}/#/experiments/{exp}/runs/{decision}", SHOTS / "decision_run.png", 8000)
-        assert "FAIL" in page and "non_inferiority umd" in page and "umd__dsc__by_organ__overlay.png" in page
-        board = tmp_path / "board.md"
-        assert main(["leaderboard", "--model", "seg", "--markdown", str(board), *sets]) == 0
-        assert "| seg | worse | " in board.read_text() and "(evidence replaced since) |" in board.read_text()
-    finally:
-        _stop(proc)
+    page = _chromium(tmp_path, f"{url}/#/experiments/{exp}/runs/{old}", SHOTS / "replaced_run.png", 8000)
+    assert "umd seg/worse (replaced)" in page and "no longer the evidence of" in page
+    assert f'href="#/experiments/{exp}/runs/{new}"' in page  # the description's link, rendered
+    page = _chromium(tmp_path, f"{url}/#/models/seg/versions/2", SHOTS / "version_after_replace.png", 8000)
+    assert f'href="#/experiments/{exp}/runs/{new}"' in page and "Current evidence" in page
+    assert "Gate history" in page and "not gated on the current evidence yet" in page
+    followed = _chromium(tmp_path, f"{url}/#/experiments/{exp}/runs/{new}", SHOTS / "current_run.png", 8000)
+    assert "umd seg/worse" in followed and "(replaced)" not in followed.split("umd seg/worse", 1)[1][:20]
+    page = _chromium(tmp_path, f"{url}/#/experiments/{exp}/runs/{decision}", SHOTS / "decision_run.png", 8000)
+    assert "FAIL" in page and "non_inferiority umd" in page and "umd__dsc__by_organ__overlay.png" in page
+    board = tmp_path / "board.md"
+    assert main(["leaderboard", "--model", "seg", "--markdown", str(board), *sets]) == 0
+    assert "| seg | worse | " in board.read_text() and "(evidence replaced since) |" in board.read_text()

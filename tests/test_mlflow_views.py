@@ -6,7 +6,6 @@ the candidate's parent run; then the same pages in headless Chromium on a real `
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -17,10 +16,9 @@ from tests import gate_data
 from tests.conftest import REPO
 from tests.test_tracking import (  # noqa: F401 - shared fixtures
     _chromium,
-    _start_server,
-    _stop,
     migrated_db,
     needs_chromium,
+    served,
     store,
 )
 from trackeval.cli import main
@@ -103,25 +101,18 @@ def test_version_description_tags_and_comparison_tables(store, evaluated, tmp_pa
 
 @pytest.mark.slow
 @needs_chromium
-def test_registered_version_page_and_decision_table_in_chromium(evaluated, migrated_db, tmp_path, monkeypatch):  # noqa: F811
-    db = tmp_path / "server.db"
-    shutil.copy(migrated_db, db)
-    proc, url = _start_server(db, tmp_path / "artifacts", tmp_path / "server.log")
-    try:
-        monkeypatch.setenv("MLFLOW_TRACKING_URI", url)
-        monkeypatch.chdir(tmp_path)
-        _track_and_gate(evaluated, ["--set", "tracking.backoff_s=0.05", "--set", "gate.n_resamples=500"])
-        client = MlflowClient(tracking_uri=url, registry_uri=url)
-        run_id = client.get_model_version("seg", "2").tags["trackeval.gate.decision_run"]
-        exp = client.get_run(run_id).info.experiment_id
-        SHOTS.mkdir(parents=True, exist_ok=True)
-        page = _chromium(tmp_path, f"{url}/#/models/seg/versions/2", SHOTS / "registered_version.png", 8000)
-        assert "organ_regress" in page and "umd/dsc" in page
-        for value in ("organ=heart", "1.000", "0.8000", "-0.2000 [-0.2000, -0.2000]"):  # champion, candidate, delta
-            assert value in page, value
-        art = f"{url}/#/experiments/{exp}/runs/{run_id}/artifacts/comparison.json"
-        table = _chromium(tmp_path, art, SHOTS / "decision_table.png", 8000)
-        for value in ("champion", "candidate", "delta", "heart", "kidney_left", "0.8000", "-0.2000"):
-            assert value in table, value
-    finally:
-        _stop(proc)
+def test_registered_version_page_and_decision_table_in_chromium(evaluated, served, tmp_path):  # noqa: F811
+    url = served
+    _track_and_gate(evaluated, ["--set", "tracking.backoff_s=0.05", "--set", "gate.n_resamples=500"])
+    client = MlflowClient(tracking_uri=url, registry_uri=url)
+    run_id = client.get_model_version("seg", "2").tags["trackeval.gate.decision_run"]
+    exp = client.get_run(run_id).info.experiment_id
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page = _chromium(tmp_path, f"{url}/#/models/seg/versions/2", SHOTS / "registered_version.png", 8000)
+    assert "organ_regress" in page and "umd/dsc" in page
+    for value in ("organ=heart", "1.000", "0.8000", "-0.2000 [-0.2000, -0.2000]"):  # champion, candidate, delta
+        assert value in page, value
+    art = f"{url}/#/experiments/{exp}/runs/{run_id}/artifacts/comparison.json"
+    table = _chromium(tmp_path, art, SHOTS / "decision_table.png", 8000)
+    for value in ("champion", "candidate", "delta", "heart", "kidney_left", "0.8000", "-0.2000"):
+        assert value in table, value

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import json
-import shutil
 import stat
 import tempfile
 from pathlib import Path
@@ -23,7 +22,7 @@ from mlflow import MlflowClient
 from mlflow.entities import Metric
 
 from tests import gate_data
-from tests.test_tracking import _chromium, _start_server, _stop, migrated_db, needs_chromium, store  # noqa: F401
+from tests.test_tracking import _chromium, migrated_db, needs_chromium, served, store  # noqa: F401
 from trackeval.cli import main
 
 KEY_ENV = "TRACKEVAL_GATE_KEY"
@@ -329,29 +328,22 @@ def test_history_lists_every_decision_with_signature_and_alias_moves(signed, key
 
 
 @pytest.mark.slow
-def test_attacks_on_a_real_mlflow_server(versions, keys, migrated_db, tmp_path, monkeypatch, capsys):  # noqa: F811
-    db = tmp_path / "server.db"
-    shutil.copy(migrated_db, db)
-    proc, url = _start_server(db, tmp_path / "artifacts", tmp_path / "server.log")
-    try:
-        monkeypatch.setenv("MLFLOW_TRACKING_URI", url)
-        monkeypatch.chdir(tmp_path)
-        sets = ["--set", "tracking.backoff_s=0.05", "--set", "gate.n_resamples=1000"]
-        monkeypatch.setenv(KEY_ENV, str(keys["key"]))
-        _history_store(sets, versions)
-        monkeypatch.delenv(KEY_ENV)
-        trusted = ("--trusted-key", str(keys["pub"]))
-        rc, out, err = _verify(sets, capsys, *trusted)
-        assert rc == 0 and "signed by key" in err
-        client = MlflowClient(tracking_uri=url, registry_uri=url)
-        _edit_refusal_tags(client)
-        rc, out, _ = _verify(sets, capsys, *trusted)
-        assert rc == 1 and "@champion -> version 2 (v2): decision run" in out
-        _resign_untrusted(client, keys)
-        rc, out, _ = _verify(sets, capsys, *trusted)
-        assert rc == 1 and "no signature verifies under a trusted key" in out
-    finally:
-        _stop(proc)
+def test_attacks_on_a_real_mlflow_server(versions, keys, served, monkeypatch, capsys):  # noqa: F811
+    url = served
+    sets = ["--set", "tracking.backoff_s=0.05", "--set", "gate.n_resamples=1000"]
+    monkeypatch.setenv(KEY_ENV, str(keys["key"]))
+    _history_store(sets, versions)
+    monkeypatch.delenv(KEY_ENV)
+    trusted = ("--trusted-key", str(keys["pub"]))
+    rc, out, err = _verify(sets, capsys, *trusted)
+    assert rc == 0 and "signed by key" in err
+    client = MlflowClient(tracking_uri=url, registry_uri=url)
+    _edit_refusal_tags(client)
+    rc, out, _ = _verify(sets, capsys, *trusted)
+    assert rc == 1 and "@champion -> version 2 (v2): decision run" in out
+    _resign_untrusted(client, keys)
+    rc, out, _ = _verify(sets, capsys, *trusted)
+    assert rc == 1 and "no signature verifies under a trusted key" in out
 
 
 def test_history_html_escapes_user_data():

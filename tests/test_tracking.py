@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -384,6 +385,21 @@ def _stop(proc: subprocess.Popen) -> None:
     if proc.poll() is None:
         os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(timeout=scaled(30))
+
+
+@pytest.fixture
+def served(migrated_db, tmp_path, monkeypatch) -> Iterator[str]:
+    """A real ``mlflow server`` on 127.0.0.1 with a fresh store (a copy of the migrated database), made the
+    tracking URI (``MLFLOW_TRACKING_URI``) of a test that runs in ``tmp_path``; yields its URL, stops it after."""
+    db = tmp_path / "server.db"
+    shutil.copy(migrated_db, db)
+    proc, url = _start_server(db, tmp_path / "artifacts", tmp_path / "server.log")
+    try:
+        monkeypatch.setenv("MLFLOW_TRACKING_URI", url)
+        monkeypatch.chdir(tmp_path)
+        yield url
+    finally:
+        _stop(proc)
 
 
 @pytest.mark.slow
