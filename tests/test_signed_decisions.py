@@ -37,6 +37,7 @@ def versions(tmp_path_factory) -> dict[str, Path]:
     return {
         "v1": gate_data.evaluate_version(root, gt, "improved", cfg, model_version="v1")[1],
         "v2": gate_data.evaluate_version(root, gt, "champion", cfg, model_version="v2")[1],
+        "v2@other": gate_data.evaluate_version(root / "other", gt, "noise", cfg, model_version="v2")[1],
     }
 
 
@@ -298,7 +299,7 @@ def test_promote_signs_an_already_recorded_decision_and_names_the_key(store, ver
     assert "not an unencrypted PEM private key" in capsys.readouterr().err
 
 
-def test_history_lists_every_decision_with_signature_and_alias_moves(signed, keys, tmp_path, capsys):
+def test_history_lists_every_decision_with_signature_and_alias_moves(signed, versions, keys, tmp_path, capsys):
     sets, client = signed
     out = tmp_path / "history.json"
     html = tmp_path / "history.html"
@@ -316,8 +317,13 @@ def test_history_lists_every_decision_with_signature_and_alias_moves(signed, key
     page = html.read_text()
     assert "<script" not in page and "http" not in page.replace("http-equiv", "")
     _edit_refusal_tags(client)
+    assert main(["track", str(versions["v2@other"]), "--replace", *sets]) == 0  # v2's evidence replaced
     assert main(["history", "--model", "seg", *sets, "--trusted-key", str(keys["pub"]), "--json", str(out)]) == 0
     history = json.loads(out.read_text())
+    replaced = [e for e in history["events"] if e["kind"] == "replaced"]
+    assert [(e["label"], e["unit"]) for e in replaced] == [("v2", "umd")]
+    assert replaced[0]["replaced_by"] == client.get_model_version("seg", "2").tags["trackeval.eval_run.umd"]
+    assert history["events"][-1]["kind"] == "replaced"  # the newest event
     assert history["trail_matches_registry"] is False
     refusal = history["events"][1]
     assert refusal["signature"] == "verified" and refusal["verdict"] == "fail"  # the signed record still says fail
