@@ -437,10 +437,11 @@ def main() -> int:
     print(f"{'setting':<{width}}  measured  target        met")
     for label, value, target, ok in rows:
         print(f"{label:<{width}}  {value:8.1%}  {target:<12}  {'yes' if ok else 'NO'}")
-    print(
-        f"{reps} replications per setting, {args.resamples} resamples, seed {args.seed}, "
-        f"{time.perf_counter() - t0:.0f} s"
-    )
+    if args.xray or args.guard:  # these fix their own counts: >= 2000 replications; the guard's gate B = 2000
+        what = f"{max(reps, 2000)} replications per setting, gate resamples 2000 (guard) / DeLong (xray)"
+    else:
+        what = f"{reps} replications per setting, {args.resamples} resamples"
+    print(f"{what}, seed {args.seed}, {time.perf_counter() - t0:.0f} s")
     return 0 if all(r[3] for r in rows) else 1
 
 
