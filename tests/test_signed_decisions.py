@@ -242,12 +242,23 @@ def _resign_untrusted(client: MlflowClient, keys: dict[str, Path]) -> None:
     _forge_pass(client, key, "0" * 64)
 
 
+def _retag_other_versions_pass(client: MlflowClient) -> None:
+    """Attack 5: v1's honest, signed pass re-tagged as a decision of version 2, and @champion moved to v2."""
+    client.set_tag(_decision(client, "1").info.run_id, "trackeval.gate.candidate", "2")
+    _move_champion_to_2(client)
+
+
 ATTACKS = {
     "tag_edits": (_edit_refusal_tags, "tag trackeval.gate.verdict says pass, its decision.json says fail",
                   "tag trackeval.gate.verdict says pass, its decision.json says fail"),
     "bare_tagged_run": (_bare_run, "no decision.json", "no decision.json"),
     "resigned_untrusted_key": (lambda c, k: _resign_untrusted(c, k), "no signature verifies under a trusted key",
                                None),
+    "retagged_other_versions_pass": (
+        lambda c, k: _retag_other_versions_pass(c),
+        "tag trackeval.gate.candidate says version 2, param candidate_version 1",
+        "tag trackeval.gate.candidate says version 2, param candidate_version 1",
+    ),
     "other_versions_attestation": (lambda c, k: _forge_pass(c, None, ""), "the attestation was made for decision run",
                                    None),
 }  # fmt: skip
