@@ -365,7 +365,7 @@ def test_imis_reader_bad_input_names_the_file(tmp_path, defect, match):
 def test_dataset_json_errors_name_the_file(tmp_path):
     gt = write_imis(tmp_path / "gt", {"c1": np.stack([_square((24, 24), (1, 1), (5, 9))] * 2)})
     (gt / "dataset.json").write_text("{not json")
-    with pytest.raises(InputError, match="not valid JSON") as err:
+    with pytest.raises(InputError, match="malformed JSON: Expecting property name") as err:
         load_cases(gt, IMISConfig())
     assert err.value.file == str(gt / "dataset.json")
     (gt / "dataset.json").write_text(json.dumps({"labels": {"0": "bg", "1": "a"}, "training": []}))

@@ -12,9 +12,10 @@ import pytest
 from trackeval import results
 from trackeval.errors import InputError
 from trackeval.io.atomic import write_file_set
-from trackeval.io.files import parse_jsonl, read_bytes, read_json, read_jsonl, read_regular_file, read_text
+from trackeval.io.files import read_bytes, read_regular_file, read_text
 from trackeval.io.hashing import sha256_bytes, sha256_files, sha256_stream, sha256_text
 from trackeval.io.rankings import RankedLists
+from trackeval.io.structured import parse_jsonl, read_json, read_jsonl
 
 # ---------------------------------------------------------------- JSON Lines
 

@@ -76,7 +76,11 @@ def _detections(rng, labels) -> dict[str, list[tuple[int, float, float, float, f
         for cls, xc, yc, w, h in rows:
             j = rng.normal(0, 0.03, 4)
             c = cls if rng.random() > 0.2 else 4
-            dets.append((c, xc + j[0], yc + j[1], abs(w + j[2]), abs(h + j[3]), float(rng.uniform(0.2, 1))))
+            # clipped to the image, as Ultralytics writes them (ops.clip_boxes): a box never leaves its image
+            x0, x1 = np.clip([xc + j[0] - abs(w + j[2]) / 2, xc + j[0] + abs(w + j[2]) / 2], 0, 1)
+            y0, y1 = np.clip([yc + j[1] - abs(h + j[3]) / 2, yc + j[1] + abs(h + j[3]) / 2], 0, 1)
+            box = ((x0 + x1) / 2, (y0 + y1) / 2, x1 - x0, y1 - y0)
+            dets.append((c, *(float(v) for v in box), float(rng.uniform(0.2, 1))))
         dets.append((int(rng.choice([0, 2])), 0.5, 0.5, 0.2, 0.2, float(rng.uniform(0, 0.6))))
         out[stem] = dets
     return out

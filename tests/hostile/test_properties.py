@@ -38,9 +38,9 @@ from trackeval.benchmarks.xray_tasks.report import _reports
 from trackeval.benchmarks.xray_tasks.ret import read_rankings
 from trackeval.errors import InputError
 from trackeval.interactive.logs import InteractionLog, read_log
-from trackeval.io.files import parse_jsonl, read_jsonl
 from trackeval.io.limits import max_voxels
 from trackeval.io.nifti import LabelVolume, read_label_map
+from trackeval.io.structured import parse_jsonl, read_jsonl
 from trackeval.io.tables import read_csv_rows
 
 #: examples per property: sized so that the whole file stays well under 20 s on one loaded core

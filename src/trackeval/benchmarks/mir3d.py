@@ -48,9 +48,9 @@ from trackeval.config import EvalConfig
 from trackeval.config.base import KEY_TOKEN
 from trackeval.engine.driver import Evaluation, finish
 from trackeval.errors import ConfigError, InputError
-from trackeval.io.files import read_jsonl
 from trackeval.io.hashing import sha256_files, sha256_text
 from trackeval.io.rankings import RankedLists
+from trackeval.io.structured import read_jsonl
 from trackeval.io.tables import read_csv_rows
 from trackeval.metrics.ranking import average_precision, label_relevance, precision_at_10_original_quirk, precision_at_k
 from trackeval.results import BenchmarkResult, CaseRecord, MetricSummary, PlotSpec, metric_key

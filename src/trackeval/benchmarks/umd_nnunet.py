@@ -39,9 +39,10 @@ from typing import Any
 import numpy as np
 
 from trackeval.errors import InputError
-from trackeval.io.files import read_bytes, read_json
+from trackeval.io.files import decode_text
 from trackeval.io.hashing import sha256_bytes
 from trackeval.io.paths import check_case_id
+from trackeval.io.structured import parse_json, read_limited
 from trackeval.metrics.overlap import LabelCounts
 from trackeval.results import key_token
 from trackeval.stats.reduce import nan_mean
@@ -139,8 +140,8 @@ def read_dataset(path: Path) -> NnunetDataset:
             field="format",
         )
     root, labels_dir = found
-    raw = read_bytes(root / DATASET_JSON)
-    data = read_json(root / DATASET_JSON)
+    raw = read_limited(root / DATASET_JSON)
+    data = parse_json(decode_text(raw, file=root / DATASET_JSON), file=root / DATASET_JSON)
     file = str(root / DATASET_JSON)
     if not isinstance(data, dict):
         raise InputError("dataset.json is not a JSON object", file=file)

@@ -39,12 +39,25 @@ class _RepeatedKey(Exception):
         return f"lines {a.line + 1} and {b.line + 1}"
 
 
+class _TooLarge(Exception):
+    """The document nests deeper or holds more nodes than allowed (internal: :func:`load_yaml` says which)."""
+
+
+#: default bounds of a YAML document: nesting of collections and nodes (each alias once)
+MAX_DEPTH = 64
+MAX_NODES = 1_000_000
+
+
 class StrictSafeLoader(yaml.SafeLoader):
-    """:class:`yaml.SafeLoader` that raises on a repeated mapping key (at any depth) before building anything.
+    """:class:`yaml.SafeLoader` that raises on a repeated mapping key (at any depth) before building anything,
+    and on a document nesting deeper than ``max_depth`` or holding more than ``max_nodes`` nodes.
 
     The check walks the composed node graph once (each node once, aliases included, so a "billion laughs"
     document costs its size, not its expansion), with an explicit stack (no recursion limit to hit).
     """
+
+    max_depth = MAX_DEPTH
+    max_nodes = MAX_NODES
 
     def construct_document(self, node: Node) -> Any:
         self._refuse_repeated_keys(node)
@@ -52,22 +65,26 @@ class StrictSafeLoader(yaml.SafeLoader):
 
     def _refuse_repeated_keys(self, root: Node) -> None:
         seen: set[int] = set()
-        stack: list[tuple[Node, list[str]]] = [(root, [])]
+        stack: list[tuple[Node, list[str], int]] = [(root, [], 0)]
         while stack:
-            node, path = stack.pop()
+            node, path, depth = stack.pop()
             if id(node) in seen:
                 continue
             seen.add(id(node))
+            if depth > self.max_depth:
+                raise _TooLarge(f"the YAML nests deeper than {self.max_depth} levels (at {'.'.join(path)[:80]})")
+            if len(seen) > self.max_nodes:
+                raise _TooLarge(f"the YAML holds more than {self.max_nodes} values")
             if isinstance(node, SequenceNode):
                 stack.extend(
-                    (item, [*path[:-1], f"{path[-1]}[{i}]"] if path else [f"[{i}]"])
+                    (item, [*path[:-1], f"{path[-1]}[{i}]"] if path else [f"[{i}]"], depth + 1)
                     for i, item in enumerate(node.value)
                 )
             elif isinstance(node, MappingNode):
                 keys: dict[Any, Node] = {}
                 for key_node, value_node in node.value:
                     if key_node.tag == _MERGE_TAG:
-                        stack.append((value_node, path))  # the merged mapping(s): checked on their own
+                        stack.append((value_node, path, depth))  # the merged mapping(s): checked on their own
                         continue
                     name = key_node.value if isinstance(key_node, ScalarNode) else "?"
                     if isinstance(key_node, ScalarNode):
@@ -80,10 +97,18 @@ class StrictSafeLoader(yaml.SafeLoader):
                             first = key_node
                         if first is not key_node:
                             raise _RepeatedKey([*path, str(name)], first, key_node)
-                    stack.append((value_node, [*path, str(name)]))
+                    stack.append((value_node, [*path, str(name)], depth + 1))
 
 
-def load_yaml(text: str, *, where: str, prefix: str = "", inline: bool = False) -> Any:
+def load_yaml(
+    text: str,
+    *,
+    where: str,
+    prefix: str = "",
+    inline: bool = False,
+    max_depth: int = MAX_DEPTH,
+    max_nodes: int = MAX_NODES,
+) -> Any:
     """The data of one YAML document, safely loaded; a repeated key is a :class:`ConfigError`.
 
     Args:
@@ -91,13 +116,16 @@ def load_yaml(text: str, *, where: str, prefix: str = "", inline: bool = False) 
         where: what the text is, to start the message (``config file params.yaml``, ``--set umd.labels``).
         prefix: dotted key the document sits under (a ``--set`` key), prepended to the repeated key's path.
         inline: the text is a ``--set`` value (one line: the message names no line numbers).
+        max_depth, max_nodes: bounds of the document's nesting and of its nodes (each alias once).
 
     Raises:
         ConfigError: a key appears twice in one mapping, naming the key and both lines (or the ``--set`` value);
-            collections nested too deeply for PyYAML's recursive composer.
+            collections nested too deeply for PyYAML's recursive composer or beyond ``max_depth``, more than
+            ``max_nodes`` nodes.
         yaml.YAMLError: any other YAML problem (the caller says which file or override it was).
     """
     loader = StrictSafeLoader(text)
+    loader.max_depth, loader.max_nodes = max_depth, max_nodes
     try:
         return loader.get_single_data()
     except _RepeatedKey as exc:
@@ -109,6 +137,8 @@ def load_yaml(text: str, *, where: str, prefix: str = "", inline: bool = False) 
         raise ConfigError(
             f"{where}: key {key!r} {detail}; YAML would silently keep only the last one: keep one"
         ) from None
+    except _TooLarge as exc:
+        raise ConfigError(f"{where}: {exc}") from None
     except RecursionError:  # PyYAML composes nested collections recursively
         raise ConfigError(f"{where}: the YAML is nested too deeply to read") from None
     finally:

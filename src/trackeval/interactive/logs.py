@@ -31,9 +31,10 @@ from trackeval.benchmarks.imis_config import IMISConfig
 from trackeval.errors import InputError
 from trackeval.interactive.loop import PromptSchedule, Turn
 from trackeval.interactive.protocol import PROMPT_TYPES, ModelError, to_mask
-from trackeval.io.files import decode_text, parse_jsonl, read_bytes
+from trackeval.io.files import decode_text, read_bytes
 from trackeval.io.hashing import sha256_bytes, sha256_stream
 from trackeval.io.paths import resolve_inside
+from trackeval.io.structured import parse_jsonl
 
 
 class _Strict(BaseModel):

@@ -13,11 +13,11 @@ the units' reductions, answered by :func:`trackeval.stats.verify.verify_aggregat
 from __future__ import annotations
 
 import io
-import json
 from typing import TYPE_CHECKING, Any
 
 from trackeval.errors import InputError
 from trackeval.io.files import decode_text
+from trackeval.io.structured import parse_json
 from trackeval.stats.verify import close
 
 if TYPE_CHECKING:
@@ -33,10 +33,7 @@ def verify_metrics(raw: bytes, expected: dict[str, float], *, file: Path) -> Non
         InputError: naming ``file`` and, as ``field``, the first key that is missing, extra, not a number or
             different (malformed JSON or a non-object: no field).
     """
-    try:
-        actual = json.loads(decode_text(raw, file=file))
-    except json.JSONDecodeError as exc:
-        raise InputError(f"malformed JSON: {exc.msg} at line {exc.lineno} column {exc.colno}", file=str(file)) from exc
+    actual = parse_json(decode_text(raw, file=file), file=file)
     if not isinstance(actual, dict):
         raise InputError("metrics.json must hold a JSON object of {key: number}", file=str(file))
     for key in sorted(expected.keys() | actual.keys()):

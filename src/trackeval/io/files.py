@@ -1,24 +1,23 @@
-"""Reading input files with located errors: bytes, UTF-8 text, JSON and JSON Lines.
+"""Reading input files with located errors: bytes and UTF-8 text.
 
 Every failure is an :class:`~trackeval.errors.InputError` naming the file (and the case when the caller passes
-one; the line for JSON Lines).
+one). Structured files (JSON, JSON Lines, YAML, XML, CSV) are read through the bounded loader of
+:mod:`trackeval.io.structured`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import stat
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
 from trackeval.errors import InputError
 
 #: JSON's insignificant whitespace (RFC 8259): what may surround a value on a JSON Lines line.
 JSON_WHITESPACE = " \t\n\r"
-_JSON_TYPE = {list: "an array", str: "a string", int: "a number", float: "a number", bool: "a boolean"}
 
 
 @contextlib.contextmanager
@@ -118,41 +117,3 @@ def read_text(path: Path) -> str:
     if not text.strip():
         raise InputError("file is empty", file=str(path))
     return text
-
-
-def read_json(path: Path) -> Any:
-    """Parse a JSON file; malformed JSON is an :class:`InputError` with its line and column."""
-    try:
-        return json.loads(read_text(path))
-    except json.JSONDecodeError as exc:
-        raise InputError(f"malformed JSON: {exc.msg} at line {exc.lineno} column {exc.colno}", file=str(path)) from exc
-
-
-def parse_jsonl(text: str, *, file: Path) -> list[tuple[int, dict[str, Any]]]:
-    """``(line number, object)`` for every non-blank line of JSON Lines text; each line must be a JSON object.
-
-    Lines end at ``"\\n"`` only (a trailing ``"\\r"`` is dropped): not :meth:`str.splitlines`, which also breaks
-    at U+2028, U+0085 and other characters that JSON allows unescaped inside strings. Blank lines (JSON
-    whitespace only) are skipped; the numbers count every physical line from 1.
-    """
-    out = []
-    for line_no, line in enumerate(text.split("\n"), start=1):
-        line = line.removesuffix("\r")
-        if not line.strip(JSON_WHITESPACE):
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(
-                f"malformed JSON on line {line_no}: {exc.msg} at column {exc.colno}", file=str(file)
-            ) from exc
-        if not isinstance(obj, dict):
-            what = _JSON_TYPE.get(type(obj), "null")
-            raise InputError(f"line {line_no} is not a JSON object (it is {what})", file=str(file))
-        out.append((line_no, obj))
-    return out
-
-
-def read_jsonl(path: Path) -> list[tuple[int, dict[str, Any]]]:
-    """:func:`parse_jsonl` of a non-empty UTF-8 file (see :func:`read_text`)."""
-    return parse_jsonl(read_text(path), file=path)

@@ -102,12 +102,15 @@ def load_npy(raw: bytes, *, file: str, case_id: str | None = None) -> np.ndarray
         raise InputError(f"not a readable .npy array: {exc}", field="npy", **where) from exc
 
 
-def image_size(raw: bytes, *, file: str, case_id: str | None = None) -> tuple[int, int]:
-    """``(width, height)`` of the image ``raw`` from its header (Pillow reads no pixel data for it).
+def image_size(raw: bytes, *, file: str, case_id: str | None = None, planes: int = 1) -> tuple[int, int]:
+    """``(width, height)`` of the image ``raw`` from its header (Pillow reads no pixel data for it), checked
+    against the element limit (:func:`~trackeval.io.limits.check_voxels`) for ``planes`` arrays of that size
+    (the masks a caller will allocate at it), so a size read from a header never allocates beyond the limit.
 
     Raises:
         InputError: naming ``file`` and ``case_id`` when ``raw`` is not an image Pillow recognises
-            (``field=image``) or its header trips Pillow's bomb limit (``field=size``).
+            (``field=image``), its header trips Pillow's bomb limit or ``planes`` x height x width exceeds
+            ``TRACKEVAL_MAX_VOXELS`` (``field=size``).
     """
     where = {"file": file, "case_id": case_id}
     try:
@@ -116,5 +119,6 @@ def image_size(raw: bytes, *, file: str, case_id: str | None = None) -> tuple[in
     except Image.DecompressionBombError as exc:
         raise InputError(f"decompression bomb: {exc}", field="size", **where) from exc
     except (UnidentifiedImageError, OSError, ValueError, SyntaxError) as exc:
-        raise InputError(f"not a readable image: {exc}", field="image", **where) from exc
+        raise InputError(f"not a readable image header: {exc}", field="image", **where) from exc
+    check_voxels((planes, int(height), int(width)), field="size", **where)
     return int(width), int(height)

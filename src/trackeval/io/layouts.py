@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trackeval.errors import InputError
+from trackeval.io.limits import LimitError
 from trackeval.results import sha256_text
 
 __all__ = ["Layout", "choose", "layout_digest", "names"]
@@ -47,6 +48,8 @@ def names(layouts: Sequence[Layout]) -> list[str]:
 def _safe_match(layout: Layout, path: Path) -> bool:
     try:
         return bool(layout.matches(path))
+    except LimitError:  # too large or deep to read whatever its layout: say so, not "no layout matches"
+        raise
     except (OSError, ValueError, InputError):
         return False
 

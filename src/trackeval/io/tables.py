@@ -1,4 +1,8 @@
-"""CSV manifests: UTF-8 (BOM tolerated), a header row, one case per row, validated up front."""
+"""CSV manifests: UTF-8 (BOM tolerated), a header row, one case per row, validated up front.
+
+Files are read through the bounded loader (:mod:`trackeval.io.structured`): their bytes and cells are bounded
+(``TRACKEVAL_MAX_FILE_BYTES``, ``TRACKEVAL_MAX_ELEMENTS``).
+"""
 
 from __future__ import annotations
 
@@ -7,17 +11,23 @@ import io
 from pathlib import Path
 
 from trackeval.errors import InputError
-from trackeval.io.files import decode_text, read_bytes
+from trackeval.io.files import decode_text
+from trackeval.io.limits import MAX_ELEMENTS_ENV, max_elements
+from trackeval.io.structured import read_limited
 
 
-def _parse(text: str, path: Path, delimiter: str) -> tuple[list[str], list[tuple[int, list[str]]]]:
-    """The stripped header and ``(line, fields)`` of each non-blank row; malformed CSV names its line."""
+def parse_csv(text: str, path: Path, delimiter: str = ",") -> list[tuple[int, list[str]]]:
+    """``(line, fields)`` of every non-blank row of CSV text (the first row included: a header is the caller's
+    business); malformed CSV names its line, more than ``TRACKEVAL_MAX_ELEMENTS`` cells is refused."""
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)
+    rows: list[tuple[int, list[str]]] = []
+    cells, limit = 0, max_elements()
     try:
-        header = [h.strip() for h in next(reader, [])]
-        rows = []
-        line = reader.line_num + 1
+        line = 1
         for r in reader:
+            cells += len(r)
+            if cells > limit:
+                raise InputError(f"more than {limit} cells ({MAX_ELEMENTS_ENV})", file=str(path), field="size")
             if any(c.strip() for c in r):
                 rows.append((line, r))
             line = reader.line_num + 1
@@ -25,7 +35,15 @@ def _parse(text: str, path: Path, delimiter: str) -> tuple[list[str], list[tuple
         raise InputError(
             f"malformed CSV on line {reader.line_num}: {exc}", file=str(path), field=f"line {reader.line_num}"
         ) from exc
-    return header, rows
+    return rows
+
+
+def _parse(text: str, path: Path, delimiter: str) -> tuple[list[str], list[tuple[int, list[str]]]]:
+    """The stripped header and ``(line, fields)`` of each non-blank row after it."""
+    rows = parse_csv(text, path, delimiter)
+    if not rows or rows[0][0] != 1:  # a blank first line is an empty header, as before
+        return [], rows
+    return [h.strip() for h in rows[0][1]], rows[1:]
 
 
 def _delimiter(text: str) -> str:
@@ -45,7 +63,7 @@ def read_csv_rows(path: Path, required: tuple[str, ...], *, delimiter: str | Non
     Raises :class:`InputError` naming the file (and line/column) for a missing or unreadable file, a
     non-UTF-8 encoding, a missing required column, a ragged row, or a file without data rows.
     """
-    text = decode_text(read_bytes(path), file=path)
+    text = decode_text(read_limited(path), file=path)
     header, rows = _parse(text, path, delimiter or _delimiter(text))
     if not header or not any(header):
         raise InputError("empty file: no header row", file=str(path))

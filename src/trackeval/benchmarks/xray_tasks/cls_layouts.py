@@ -39,9 +39,10 @@ from pathlib import Path
 import numpy as np
 
 from trackeval.errors import InputError
-from trackeval.io.files import decode_text, read_bytes
+from trackeval.io.files import decode_text
 from trackeval.io.layouts import Layout, choose
-from trackeval.io.tables import read_csv_rows
+from trackeval.io.structured import read_limited
+from trackeval.io.tables import parse_csv, read_csv_rows
 from trackeval.results import key_token
 
 #: coded label values before the blank / uncertain policies: 1 positive, 0 negative
@@ -100,6 +101,8 @@ class Scores:
     findings: list[str]
     values: list[list[str]]
     lines: list[int]
+    #: per row, the columns that tell apart rows of one key (MIMIC's ``dicom_id``), "" when none
+    variants: list[str] = field(default_factory=list)
 
 
 def _parts(path_id: str) -> list[str]:
@@ -139,19 +142,65 @@ def _identity(x: str) -> str:
     return x
 
 
+def _image_name(path_id: str) -> str:
+    """The image file name an id ends in ("" for a study or case id)."""
+    last = path_id.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
+    return last if _IMAGE_SUFFIX.search(last) else ""
+
+
+def refuse_aliases(
+    ids: Sequence[str],
+    lines: Sequence[int],
+    key_of: Callable[[str], str],
+    *,
+    file: Path,
+    field: str | None = None,
+    per_image: bool = False,
+    variants: Sequence[str] = (),
+    unit: str = "id",
+) -> None:
+    """Refuse two rows that name one dataset key, however each is spelt (``patient00003/study1`` and
+    ``CheXpert-v1.0/test/patient00003/study1``; ``s50414267`` and ``50414267``; ``images/x.png`` and ``x.png``).
+
+    ``key_of`` maps an id to the layout's key. ``per_image``: rows of one key may be its images (a study's views,
+    pooled later), told apart by the image file name an id ends in or by ``variants`` (MIMIC's ``dicom_id``);
+    then only two rows of one key and one image are duplicates, and so is a row for the whole key (no image)
+    beside any other row of that key. ``unit`` names what a key is in the message (``study``, ``image``).
+
+    Raises:
+        InputError: naming ``file``, both lines and both spellings.
+    """
+    seen: dict[tuple[str, str], tuple[str, int]] = {}  # (key, image) -> its first row
+    first: dict[str, tuple[str, int]] = {}  # key -> its first row
+    whole: dict[str, tuple[str, int]] = {}  # key -> its row naming no image
+    for r, (raw, line) in enumerate(zip(ids, lines, strict=True)):
+        key = key_of(raw)
+        image = f"{_image_name(raw)}\x00{variants[r] if variants else ''}" if per_image else ""
+        clash = seen.get((key, image))
+        if clash is None and per_image:
+            clash = first.get(key) if image == "\x00" else whole.get(key)
+        if clash is not None:
+            if clash[0] == raw:
+                what = f"{unit} {raw!r} on lines {clash[1]} and {line}"
+            else:
+                what = f"{raw!r} (line {line}) and {clash[0]!r} (line {clash[1]}) name the same {unit} {key!r}"
+            raise InputError(
+                f"duplicate: {what} (each {unit} may appear once, however it is spelt)",
+                file=str(file),
+                case_id=raw,
+                field=field,
+            )
+        seen[(key, image)] = (raw, line)
+        first.setdefault(key, (raw, line))
+        if image == "\x00":
+            whole[key] = (raw, line)
+
+
 def csv_records(path: Path) -> list[tuple[int, list[str]]]:
     """``(line, stripped fields)`` of every non-blank row of a CSV without a header (MURA); a malformed file is
     an :class:`InputError` naming the line."""
-    reader = csv.reader(io.StringIO(decode_text(read_bytes(path), file=path), newline=""), strict=True)
-    out: list[tuple[int, list[str]]] = []
-    try:
-        line = 1
-        for row in reader:
-            if any(c.strip() for c in row):
-                out.append((line, [c.strip() for c in row]))
-            line = reader.line_num + 1
-    except csv.Error as exc:
-        raise InputError(f"malformed CSV on line {reader.line_num}: {exc}", file=str(path)) from exc
+    text = decode_text(read_limited(path), file=path)
+    out = [(line, [c.strip() for c in row]) for line, row in parse_csv(text, path)]
     if not out:
         raise InputError("no data rows (the file is empty)", file=str(path))
     return out
@@ -159,7 +208,7 @@ def csv_records(path: Path) -> list[tuple[int, list[str]]]:
 
 def _header(path: Path) -> list[str]:
     """The first row of a CSV (stripped fields; ``[""]`` for an empty file), for the layouts' ``matches``."""
-    text = decode_text(read_bytes(path), file=path)
+    text = decode_text(read_limited(path), file=path)
     first = next(csv.reader(io.StringIO(text.split("\n", 1)[0])), [])
     return [h.strip() for h in first] or [""]
 
@@ -225,6 +274,11 @@ def _ids(rows: list[dict[str, str]], column: str, path: Path, *, also: tuple[str
     return [row[column] for row in rows]
 
 
+def _lines(ids: Sequence[str]) -> range:
+    """The file lines of rows read by :func:`read_csv_rows` (the header is line 1)."""
+    return range(2, len(ids) + 2)
+
+
 def _codes(rows: list[dict[str, str]], findings: list[str], ids: list[str], path: Path) -> np.ndarray:
     """The coded labels ``(n_rows, n_findings)`` of CSV rows (line numbers counted from the header's 1)."""
     out = np.empty((len(rows), len(findings)))
@@ -269,6 +323,8 @@ def _read_chexpert(path: Path) -> Truth:
     if column not in ("Path", "Study") or not findings:
         raise InputError(f"expected a Path or Study column and finding columns; found {list(rows[0])}", file=str(path))
     ids = _ids(rows, column, path)
+    per_image = column == "Path"
+    refuse_aliases(ids, _lines(ids), chexpert_key, file=path, field=column, per_image=per_image, unit="study")
     codes = _codes(rows, findings, ids, path)
     members: dict[str, list[int]] = {}
     for r, i in enumerate(ids):
@@ -296,6 +352,7 @@ def _read_mimic(path: Path) -> Truth:
     if not findings:
         raise InputError("no finding columns besides subject_id and study_id", file=str(path), field="header")
     ids = _ids(rows, "study_id", path)
+    refuse_aliases(ids, _lines(ids), mimic_key, file=path, field="study_id", unit="study")
     subjects = [row["subject_id"] for row in rows]
     groups: list[dict[str, str]] = [{} for _ in ids]
     codes = _codes(rows, findings, ids, path)
@@ -303,12 +360,15 @@ def _read_mimic(path: Path) -> Truth:
     return Truth(MIMIC, ids, keys, subjects, groups, findings, codes, "negative", "max", (path,), mimic_key)
 
 
-def _test_list(path: Path) -> tuple[Path | None, list[str]]:
-    """The sibling ``test_list.txt`` of a ``Data_Entry_2017.csv`` and its image names (none: ``None, []``)."""
+def _test_list(path: Path) -> tuple[Path | None, list[tuple[int, str]]]:
+    """The sibling ``test_list.txt`` of a ``Data_Entry_2017.csv`` and its ``(line, image name)`` entries (none:
+    ``None, []``); an image listed twice, however spelt, names the list file and both lines."""
     listed = path.with_name("test_list.txt")
     if not listed.is_file():
         return None, []
-    names = [n.strip() for n in decode_text(read_bytes(listed), file=listed).splitlines() if n.strip()]
+    text = decode_text(read_limited(listed), file=listed)
+    names = [(i, n.strip()) for i, n in enumerate(text.split("\n"), start=1) if n.strip()]
+    refuse_aliases([n for _, n in names], [i for i, _ in names], nih_key, file=listed, unit="image")
     return listed, names
 
 
@@ -333,12 +393,16 @@ def _nih_keep(path: Path, ids: list[str]) -> tuple[Path | None, list[int]]:
     if listed is None:
         return None, list(range(len(ids)))
     row_of = {nih_key(i): r for r, i in enumerate(ids)}
-    absent = [n for n in names if nih_key(n) not in row_of]
+    absent = [(line, n) for line, n in names if nih_key(n) not in row_of]
     if absent:
+        line, name = absent[0]
         raise InputError(
-            f"{len(absent)} listed image(s) not in {path.name}, e.g. {absent[0]!r}", file=str(listed), case_id=absent[0]
+            f"{len(absent)} listed image(s) not in {path.name}, e.g. {name!r} on line {line}",
+            file=str(listed),
+            case_id=name,
+            field=f"line {line}",
         )
-    return listed, [row_of[nih_key(n)] for n in names]
+    return listed, [row_of[nih_key(n)] for _, n in names]
 
 
 def _nih_groups(row: dict[str, str]) -> dict[str, str]:
@@ -351,6 +415,7 @@ def _read_nih(path: Path) -> Truth:
     """ChestX-ray14 (see the module docstring), restricted to the sibling ``test_list.txt`` when there is one."""
     rows = read_csv_rows(path, required=("Image Index", "Finding Labels", "Patient ID"))
     ids = _ids(rows, "Image Index", path)
+    refuse_aliases(ids, _lines(ids), nih_key, file=path, field="Image Index", unit="image")
     listed, keep = _nih_keep(path, ids)
     codes = np.array([_nih_codes(rows[r]["Finding Labels"], path=path, case=ids[r], line=r + 2) for r in keep])
     kept = [ids[r] for r in keep]
@@ -436,7 +501,8 @@ def read_scores(path: Path, *, what: str = "predictions") -> Scores:
         raise InputError(f"no finding columns besides {key}", file=str(path), field="header")
     ids = _ids(rows, key, path, also=("dicom_id",))
     values = [[row[f] for f in findings] for row in rows]
-    return Scores(layout.name, path, ids, findings, values, list(range(2, len(rows) + 2)))
+    variants = [row.get("dicom_id", "") for row in rows]
+    return Scores(layout.name, path, ids, findings, values, list(range(2, len(rows) + 2)), variants)
 
 
 def parse_score(value: str, *, file: Path, case: str, finding: str, line: int) -> float:
@@ -458,11 +524,18 @@ def parse_score(value: str, *, file: Path, case: str, finding: str, line: int) -
     return x
 
 
-def _members(truth: Truth, ids: Sequence[str], file: Path, *, what: str) -> list[list[int]]:
+def _members(
+    truth: Truth, ids: Sequence[str], file: Path, *, what: str, scores: Scores | None = None
+) -> list[list[int]]:
     """The rows of ``ids`` (a predictions or readers file) matching each truth row by key; an id matching no
-    truth row is an error, and so are several rows on a truth row that is one image (nothing to pool)."""
+    truth row is an error, and so are several rows on a truth row that is one image (nothing to pool), and
+    two spellings of one key (:func:`refuse_aliases`, naming the lines of ``scores``)."""
     index = {k: i for i, k in enumerate(truth.keys)}
     unit = "image" if truth.pool is None else "study"
+    if scores is not None:
+        per_image = truth.pool is not None
+        variants = scores.variants if per_image else ()
+        refuse_aliases(ids, scores.lines, truth.key_of, file=file, per_image=per_image, variants=variants, unit=unit)
     out: list[list[int]] = [[] for _ in truth.ids]
     extra = []
     for r, raw in enumerate(ids):
@@ -489,7 +562,7 @@ def align_scores(truth: Truth, scores: Scores, findings: Sequence[str], pool: st
     Raises:
         InputError: a scored id that is no truth row, a truth row without scores, a bad score.
     """
-    members = _members(truth, scores.ids, scores.file, what="scored")
+    members = _members(truth, scores.ids, scores.file, what="scored", scores=scores)
     unit = "image" if truth.pool is None else "study"
     missing = [truth.ids[i] for i, rs in enumerate(members) if not rs]
     if missing:

@@ -61,9 +61,9 @@ from trackeval.benchmarks.xray_tasks.loc_layouts import (
 from trackeval.config import EvalConfig
 from trackeval.engine.driver import Evaluation
 from trackeval.errors import InputError
-from trackeval.io.files import read_json
 from trackeval.io.hashing import sha256_files
 from trackeval.io.layouts import Layout, choose, layout_digest
+from trackeval.io.structured import read_json
 from trackeval.metrics.box_union import union_iou
 from trackeval.metrics.detection import (
     coco_average_precision,
@@ -96,6 +96,43 @@ def _bbox(entry: dict[str, Any], *, file: str, where: str) -> list[float]:
     return [x, y, w, h]
 
 
+#: how far (pixels) a box may reach past the image's edge (rounding of exported coordinates)
+EDGE_TOLERANCE = 1.0
+
+
+def check_inside(box: list[float], size: tuple[float, float] | None, *, file: str, where: str) -> list[float]:
+    """COCO's convention, on truth and predictions alike: an ``[x, y, w, h]`` box in pixels lies inside its image
+    ``size`` ``(width, height)`` (within :data:`EDGE_TOLERANCE`); None: the size is not known, not checked.
+
+    Raises:
+        InputError: naming ``file``, the entry and the image size (normalised or misplaced coordinates).
+    """
+    if size is None:
+        return box
+    x, y, w, h = box
+    width, height = size
+    tol = EDGE_TOLERANCE
+    if x < -tol or y < -tol or x + w > width + tol or y + h > height + tol:
+        raise InputError(
+            f"{where}: bbox {box} reaches outside its {width:g} x {height:g} image (COCO boxes are pixels "
+            "[x, y, w, h] inside the image)",
+            file=file,
+            field="bbox",
+        )
+    return box
+
+
+def _image_sizes(images: list[dict[str, Any]]) -> dict[Any, tuple[float, float]]:
+    """``{image id: (width, height)}`` of the COCO images entries that give both as positive numbers."""
+    out = {}
+    for im in images:
+        w, h = im.get("width"), im.get("height")
+        numbers = all(isinstance(v, int | float) and not isinstance(v, bool) and v > 0 for v in (w, h))
+        if numbers and math.isfinite(w) and math.isfinite(h):
+            out[im.get("id")] = (float(w), float(h))
+    return out
+
+
 def _id(entry: dict[str, Any], key: str, *, file: str, where: str) -> int | str:
     value = entry.get(key)
     if isinstance(value, bool) or not isinstance(value, int | str):
@@ -110,8 +147,11 @@ def _list(doc: dict[str, Any], key: str, file: str) -> list[dict[str, Any]]:
     return items
 
 
-def load_ground_truth(path: Path) -> tuple[list[int | str], dict[int | str, str], list[dict[str, Any]]]:
-    """Image ids (sorted, as COCOeval), ``{category id: key token}`` and validated annotations."""
+def load_ground_truth(
+    path: Path,
+) -> tuple[list[int | str], dict[int | str, str], list[dict[str, Any]], dict[Any, tuple[float, float]]]:
+    """Image ids (sorted, as COCOeval), ``{category id: key token}``, validated annotations (inside their image
+    when it gives its ``width`` and ``height``) and those image sizes."""
     file = str(path)
     doc = read_json(path)
     if not isinstance(doc, dict):
@@ -126,6 +166,7 @@ def load_ground_truth(path: Path) -> tuple[list[int | str], dict[int | str, str]
     names = [str(c.get("name", c["id"])) for c in cats]
     categories = dict(zip(cat_ids, unique_tokens(names, file=file, field="categories.name"), strict=True))
     known_images = set(images)
+    sizes = _image_sizes(_list(doc, "images", file))
     anns, ann_ids = [], set()
     for i, a in enumerate(_list(doc, "annotations", file)):
         where = f"annotations[{i}]"
@@ -146,18 +187,25 @@ def load_ground_truth(path: Path) -> tuple[list[int | str], dict[int | str, str]
                 "id": ann_id,
                 "image_id": a["image_id"],
                 "category_id": a["category_id"],
-                "bbox": _bbox(a, file=file, where=where),
+                "bbox": check_inside(
+                    _bbox(a, file=file, where=where), sizes.get(a["image_id"]), file=file, where=where
+                ),
             }
         )
     if not images:
         raise InputError("no images in the ground truth", file=file, field="images")
-    return sorted(images, key=lambda x: (isinstance(x, str), x)), categories, anns
+    return sorted(images, key=lambda x: (isinstance(x, str), x)), categories, anns, sizes
 
 
 def load_predictions(
-    path: Path, images: set[int | str], categories: dict[int | str, str], ann_ids: set[int | str]
+    path: Path,
+    images: set[int | str],
+    categories: dict[int | str, str],
+    ann_ids: set[int | str],
+    sizes: dict[Any, tuple[float, float]] | None = None,
 ) -> tuple[list[dict[str, Any]], dict[int | str, list[float]]]:
-    """Validated detections and ``{annotation id: grounding bbox}`` from a COCO results list."""
+    """Validated detections and ``{annotation id: grounding bbox}`` from a COCO results list; boxes of images
+    whose size ``sizes`` gives must lie inside them (:func:`check_inside`, as the truth's)."""
     file = str(path)
     doc = read_json(path)
     if not isinstance(doc, list) or not all(isinstance(x, dict) for x in doc):
@@ -185,6 +233,7 @@ def load_predictions(
         if _id(d, "category_id", file=file, where=where) not in categories:
             raise InputError(f"{where}: unknown category_id {d['category_id']!r}", file=file, field="category_id")
         score = _number(d.get("score"), file=file, where=where, field="score")
+        check_inside(box, (sizes or {}).get(d["image_id"]), file=file, where=where)
         dets.append({"image_id": d["image_id"], "category_id": d["category_id"], "bbox": box, "score": score})
     return dets, grounding
 
@@ -346,7 +395,7 @@ def _native_predictions(inputs: TaskInputs, layout: str, truth: Truth) -> tuple[
         return dets, grounding, "ms-cxr"
     if is_yolo_predictions(path):
         return load_yolo_predictions(path, truth), {}, "yolo"
-    dets, _ = load_predictions(path, set(truth.images), dict.fromkeys(truth.names, ""), set())
+    dets, _ = load_predictions(path, set(truth.images), dict.fromkeys(truth.names, ""), set(), truth.sizes)
     return dets, {}, "generic"
 
 
@@ -355,8 +404,9 @@ def _load(inputs: TaskInputs, cfg: EvalConfig) -> _Inputs:
     the predictions in the layout that goes with it."""
     layout = choose(inputs.ground_truth, GROUND_TRUTH_LAYOUTS, inputs.format)
     if layout.generic:
-        images, categories, anns = load_ground_truth(inputs.ground_truth)
-        dets, grounding = load_predictions(inputs.predictions, set(images), categories, {a["id"] for a in anns})
+        images, categories, anns, sizes = load_ground_truth(inputs.ground_truth)
+        ann_ids = {a["id"] for a in anns}
+        dets, grounding = load_predictions(inputs.predictions, set(images), categories, ann_ids, sizes)
         formats = {"ground_truth": layout.name, "predictions": "generic"}
         return _Inputs(images, categories, anns, dets, grounding, sha256_files(inputs.ground_truth), formats)
     split = cfg.xray.loc.split

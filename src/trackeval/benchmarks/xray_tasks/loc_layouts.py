@@ -23,18 +23,16 @@
 from __future__ import annotations
 
 import hashlib
-import io
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-from PIL import Image, UnidentifiedImageError
-
 from trackeval.errors import InputError
 from trackeval.io.files import decode_text, open_regular, read_bytes, read_open
+from trackeval.io.images import image_size
+from trackeval.io.structured import read_text_limited, read_yaml
 from trackeval.io.tables import read_csv_rows
 from trackeval.results import sha256_text
 
@@ -105,10 +103,7 @@ def is_yolo_predictions(path: Path) -> bool:
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
-    try:
-        doc = yaml.safe_load(decode_text(read_bytes(path), file=path))
-    except yaml.YAMLError as exc:
-        raise InputError(f"malformed YAML: {' '.join(str(exc).split())}", file=str(path)) from exc
+    doc = read_yaml(path)
     if not isinstance(doc, dict):
         raise InputError("data.yaml must be a mapping", file=str(path))
     return doc
@@ -171,11 +166,7 @@ def _yolo_split(path: Path, split: str) -> tuple[Path, Path, dict[int, str], lis
 def _image_size(path: Path) -> tuple[tuple[float, float], str]:
     """``((width, height), sha256)`` of an image: Pillow parses the header only (no pixel is decoded)."""
     raw = read_bytes(path)
-    try:
-        with Image.open(io.BytesIO(raw)) as img:
-            width, height = img.size
-    except (UnidentifiedImageError, Image.DecompressionBombError, OSError, ValueError, SyntaxError) as exc:
-        raise InputError(f"not a readable image header: {exc}", file=str(path), field="image") from exc
+    width, height = image_size(raw, file=str(path))
     return (float(width), float(height)), _sha(raw)
 
 
@@ -239,11 +230,22 @@ def _class(value: float, names: dict[int, str], *, file: Path, line_no: int) -> 
     return int(value)
 
 
+def _normalised(coords: list[float], *, file: Path, line_no: int) -> list[float]:
+    """YOLO's convention, on truth and predictions alike: coordinates normalised to [0, 1] by the image's width
+    and height (pixel coordinates would be scaled a second time)."""
+    if any(v < 0 or v > 1 for v in coords):
+        raise InputError(
+            f"line {line_no}: coordinates must be normalised to [0, 1] (YOLO), got {max(coords, key=abs):g}: "
+            "pixel coordinates?",
+            file=str(file),
+            field="box",
+        )
+    return coords
+
+
 def _truth_box(values: list[float], *, file: Path, line_no: int) -> list[float]:
     """Normalised ``[xc, yc, w, h]`` of a box line, or of a polygon line's bounding box."""
-    coords = values[1:]
-    if any(v < 0 or v > 1 for v in coords):
-        raise InputError(f"line {line_no}: coordinates must be normalised to [0, 1]", file=str(file), field="box")
+    coords = _normalised(values[1:], file=file, line_no=line_no)
     if len(coords) == 4:
         return coords
     if len(coords) >= 6 and len(coords) % 2 == 0:
@@ -264,7 +266,7 @@ def _pixels(box: list[float], size: tuple[float, float]) -> list[float]:
 
 
 def _label_lines(path: Path) -> list[tuple[int, str]]:
-    text = decode_text(read_bytes(path), file=path)
+    text = read_text_limited(path, empty_ok=True)
     return [(i, line) for i, line in enumerate(text.splitlines(), start=1) if line.strip()]
 
 
@@ -304,9 +306,7 @@ def load_yolo_predictions(path: Path, truth: Truth) -> list[dict[str, Any]]:
                     field="conf",
                 )
             cls = _class(values[0], truth.names, file=file, line_no=line_no)
-            if values[3] < 0 or values[4] < 0:
-                raise InputError(f"line {line_no}: width and height must be >= 0", file=str(file), field="box")
-            box = _pixels(values[1:5], truth.sizes[file.stem])
+            box = _pixels(_normalised(values[1:5], file=file, line_no=line_no), truth.sizes[file.stem])
             dets.append({"image_id": file.stem, "category_id": cls, "bbox": box, "score": values[5]})
     return dets
 

@@ -40,9 +40,9 @@ from trackeval.config import EvalConfig
 from trackeval.config.base import BootstrapConfig
 from trackeval.engine.driver import Evaluation
 from trackeval.errors import InputError
-from trackeval.io.files import read_jsonl
 from trackeval.io.hashing import sha256_files
 from trackeval.io.layouts import Layout, choose, layout_digest
+from trackeval.io.structured import read_jsonl
 from trackeval.metrics.text import BleuStats, NgramCorpus, bleu_from_stats, bleu_stats, cider_d, rouge_l, tokenize
 from trackeval.results import CaseRecord, MetricSummary, metric_key, sha256_text
 from trackeval.stats.bootstrap import group_seed, n_clusters, percentiles, weight_blocks

@@ -17,13 +17,13 @@ split uses) joined by a space; a report whose chosen sections are all empty is l
 from __future__ import annotations
 
 import re
-import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from trackeval.errors import InputError
-from trackeval.io.files import open_regular, read_bytes, read_json, read_open
+from trackeval.io.files import open_regular, read_open
+from trackeval.io.structured import read_json, read_xml
 from trackeval.io.tables import read_csv_rows
 
 INDIANA_COLUMNS = ("uid", "findings", "impression")
@@ -108,10 +108,7 @@ def _joined(sections: dict[str, str], chosen: Sequence[str]) -> str:
 
 def _openi_report(path: Path) -> tuple[str, dict[str, str]]:
     """``(uId, {section label lower-cased: text})`` of one OpenI XML report."""
-    try:
-        root = ET.fromstring(read_bytes(path))
-    except ET.ParseError as exc:
-        raise InputError(f"malformed XML: {exc}", file=str(path)) from exc
+    root = read_xml(path)
     uid = root.find(".//uId")
     rid = uid.get("id", "") if uid is not None else ""
     if not rid:

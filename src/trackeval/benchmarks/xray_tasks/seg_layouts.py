@@ -36,13 +36,15 @@ from typing import Any, Protocol
 import numpy as np
 
 from trackeval.errors import InputError
-from trackeval.io.files import open_regular, read_bytes, read_json, read_open
+from trackeval.io.files import open_regular, read_bytes, read_open
 from trackeval.io.images import image_size
 from trackeval.io.layouts import Layout
+from trackeval.io.limits import check_vertices, check_voxels
 from trackeval.io.masks import read_mask_image, read_mask_stack
 from trackeval.io.paths import check_case_id, resolve_inside
 from trackeval.io.polygons import fill_polygon
 from trackeval.io.rle import decode_relative_rle
+from trackeval.io.structured import read_json
 from trackeval.io.tables import read_csv_rows
 from trackeval.results import sha256_text
 
@@ -146,9 +148,11 @@ class PolygonCase:
     def load(self, case_id: str, shape: tuple[int, int] | None) -> tuple[np.ndarray, str]:
         if self.image is not None:
             raw = read_bytes(self.image, case_id=case_id)
-            width, height = image_size(raw, file=str(self.image), case_id=case_id)
+            # the size a header declares is checked for the whole stack before anything is allocated
+            width, height = image_size(raw, file=str(self.image), case_id=case_id, planes=len(self.polygons))
         elif shape is not None:
             height, width = shape
+            check_voxels((len(self.polygons), height, width), file=self.file, case_id=case_id, field="size")
         else:
             raise InputError("no image size for the polygons", file=self.file, case_id=case_id, field="img")
         stack = np.zeros((len(self.polygons), height, width), dtype=bool)
@@ -322,14 +326,20 @@ def _records(data: Any, file: str) -> list[dict[str, Any]]:
     return [{k: col.get(row, col.get(str(row))) for k, col in columns.items()} for row in columns["img"]]
 
 
-def _polygon(value: Any, *, file: str, case_id: str, field: str) -> tuple[tuple[float, float], ...] | None:
-    """A rib's points as ``((x, y), ...)``; ``"None"`` or null: no polygon."""
+def _polygon(
+    value: Any, *, file: str, case_id: str, field: str, total: list[int]
+) -> tuple[tuple[float, float], ...] | None:
+    """A rib's points as ``((x, y), ...)``; ``"None"`` or null: no polygon. ``total``: the vertices of the file
+    so far (one-element list), both bounded (:func:`~trackeval.io.limits.check_vertices`) before the points are
+    read."""
     if value is None or value == "None":
         return None
     if not isinstance(value, list):
         raise InputError(
             f"expected a list of {{x, y}} points or 'None', got {value!r:.40}", file=file, case_id=case_id, field=field
         )
+    total[0] += len(value)
+    check_vertices(len(value), total[0], file=file, case_id=case_id, field=field)
     points = []
     for pt in value:
         x, y = (pt.get("x"), pt.get("y")) if isinstance(pt, dict) else (None, None)
@@ -368,11 +378,12 @@ def read_vindr(path: Path, *, images: bool = True) -> Source:
     if missing or not rows:
         raise InputError(f"missing column(s) {missing or ['img']}", file=file, field=(missing or ["img"])[0])
     cases: dict[str, CaseRef] = {}
+    total = [0]
     for row in rows:
         if not isinstance(row.get("img"), str):
             raise InputError(f"img {row.get('img')!r} is not a path", file=file, field="img")
         cid = _stem(row["img"])
-        polys = tuple(_polygon(row.get(r), file=file, case_id=cid, field=r) for r in VINDR_RIBS)
+        polys = tuple(_polygon(row.get(r), file=file, case_id=cid, field=r, total=total) for r in VINDR_RIBS)
         image = _find_image(path, row["img"], cid) if images else None
         _add_case(cases, cid, PolygonCase(polys, file, image), file=file)
     return Source("vindr-ribcxr", path, VINDR_RIBS, cases, "img .../{}.png")
