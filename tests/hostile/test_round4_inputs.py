@@ -418,3 +418,28 @@ def test_coco_boxes_must_lie_inside_their_image(cli, tmp_path, side):
     res = _xray(cli, "loc", gt, pred, tmp_path / "out")
     res.one_line_error("reaches outside its 100 x 80 image", f"file={gt if side == 'truth' else pred}")
     assert not (tmp_path / "out").exists()
+
+
+# ---------------------------------------------------------------- UNCLEAR: the redactor masks values, not prose
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        # the row: the "key" ends a quoted value, the next word is prose
+        (
+            "unsafe or empty case id '../../etc/passwd': letters, digits, ...",
+            "unsafe or empty case id '../../etc/passwd': letters, digits, ...",
+        ),
+        ("the password: is required", "the password: is required"),
+        ("token: abc123def more", "token: *** more"),
+        ("password=hunter2 ok", "password=*** ok"),
+        ('{"password": "swordfish"}', '{"password": "***"}'),
+        ("{'api_key': 'abcd1234'}", "{'api_key': '***'}"),
+        ("secret = Sup3r", "secret = ***"),
+    ],
+)
+def test_redactor_masks_values_not_prose(line, expected):
+    from trackeval.io.redact import redact
+
+    assert redact(line) == expected

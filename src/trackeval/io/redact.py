@@ -70,6 +70,32 @@ _AUTH_HEADER = re.compile(
 _BEARER = re.compile(r"(?P<head>\bBearer\s+)(?P<value>[A-Za-z0-9\-._~+/]{8,}=*)")
 
 _remembered: set[str] = set()
+
+
+def _credential_shaped(value: str) -> bool:
+    """A value that may be a credential: not a plain lower-case word (digits, capitals after the first letter,
+    symbols, or 16 characters and more)."""
+    return len(value) >= 16 or value[1:] != value[1:].lower() or not value.isalpha()
+
+
+def _keyed_value(m: re.Match[str]) -> str:
+    """The replacement of a :data:`_KEYED` match: the value masked, where it is one.
+
+    Values, not prose: a quote before the separator must have opened right before the key (``"password": x``),
+    else the "key" is the end of a quoted value (``'../../etc/passwd': letters``) and nothing is masked; a value
+    after ``key: `` / ``key = `` (spaced, unquoted) is masked only when credential-shaped (``the password: is
+    required`` keeps its words); ``key=value`` and a quoted value are always masked.
+    """
+    sep, start = m["sep"], m.start("key")
+    quote = sep[:1] if sep[:1] in "'\"" else ""
+    if quote and (start == 0 or m.string[start - 1] != quote):
+        return m.group(0)
+    quoted_value = sep[-1] in "'\""  # the separator ends in a quote only when one opens the value
+    if not quoted_value and any(c.isspace() for c in sep) and not _credential_shaped(m["value"]):
+        return m.group(0)
+    return m["key"] + sep + MASK
+
+
 _lock = threading.Lock()
 
 
@@ -120,7 +146,7 @@ def redact(text: str) -> str:
     text = _URI_USERINFO.sub(_userinfo, text)
     text = _AUTH_HEADER.sub(lambda m: m["head"] + MASK, text)
     text = _BEARER.sub(lambda m: m["head"] + MASK, text)
-    text = _KEYED.sub(lambda m: m["key"] + m["sep"] + MASK, text)
+    text = _KEYED.sub(_keyed_value, text)
     for secret in _secrets():
         if secret in text:
             text = text.replace(secret, MASK)
