@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from PIL import Image
 
 from trackeval.api import config_model
 from trackeval.benchmarks.imis import evaluate
@@ -36,9 +37,12 @@ def _cfg(**imis) -> EvalConfig:
 
 
 def _torch_nearest(array: np.ndarray, size: int = 1024) -> np.ndarray:
-    """IMIS-Bench's resize, called directly: ``F.interpolate(mode="nearest")`` on an (N, C, H, W) float tensor."""
+    """Pixel-centre nearest resize (PIL's NEAREST, IMIS-Bench's loader), called directly as torch's
+    ``F.interpolate(mode="nearest-exact")`` on an (N, C, H, W) float tensor (equal to PIL's for these sizes;
+    tests/test_imis_bench_reference.py compares with PIL itself)."""
     chw = array[None] if array.ndim == 2 else array.transpose(2, 0, 1)
-    out = F.interpolate(torch.from_numpy(chw.astype(np.float32))[None], size=(size, size), mode="nearest")[0].numpy()
+    t = torch.from_numpy(chw.astype(np.float32))[None]
+    out = F.interpolate(t, size=(size, size), mode="nearest-exact")[0].numpy()
     return out[0] if array.ndim == 2 else out.transpose(1, 2, 0)
 
 
@@ -92,17 +96,22 @@ def test_resize_equals_torch_nearest_on_real_slices(demo):
 
 
 def test_eval_size_is_configurable(demo):
-    cfg = IMISConfig(protocol="imis_bench", eval_size=300)  # not a multiple: torch's floor(i * in / out) rule
+    cfg = IMISConfig(protocol="imis_bench", eval_size=320)  # not a multiple: pixel centres floor((i + 0.5) * in / out)
     case = load_cases(demo, cfg)[0][0]
     small, big = read_case(case, IMISConfig()), read_case(case, cfg)
     for target, mask in small.masks.items():
-        np.testing.assert_array_equal(big.masks[target], _torch_nearest(mask.astype(np.uint8), 300) > 0.5)
+        pil = np.array(Image.fromarray(mask.astype(np.uint8)).resize((320, 320), Image.NEAREST)) > 0
+        np.testing.assert_array_equal(big.masks[target], pil)  # torch's float32 "nearest-exact" is not PIL's here
 
 
-# --- (b) Dice at 1024 -----------------------------------------------------------------------------------------
+# --- (b) Dice on the label grid ------------------------------------------------------------------------------
 
 
-def test_dice_at_1024_of_a_fixed_prediction_equals_direct_computation(demo):
+def test_dice_of_a_fixed_prediction_is_taken_on_the_label_grid(demo):
+    """The model answers on the 1024 grid; its mask goes back to 256 x 256 (bilinear, > 0.5: a 4 x 4 block mask
+    returns to its pixel) and Dice is IMIS-Bench's there, ``2|P&G| / (|P| + |G| + 1e-8)``. At this integer scale it
+    equals the Dice of the same answer on the 1024 grid (every count x 16); tests/test_imis_bench_reference.py
+    has the non-integer scales."""
     result = evaluate(demo, _cfg(protocol="imis_bench", prompt_types=["point"], max_clicks=2), model=THRESHOLD)
     cfg = IMISConfig()
     cases, _ = load_cases(demo, cfg)
@@ -110,11 +119,13 @@ def test_dice_at_1024_of_a_fixed_prediction_equals_direct_computation(demo):
     checked = 0
     for record in result.cases:
         small = read_case(by_id[record.case_id], cfg)
-        pred = _torch_nearest(small.image)[..., 0] > 100  # the prediction on the resized image
+        pred = small.image[..., 0] > 100  # the answer brought back to the label grid
+        big_pred = _torch_nearest(small.image)[..., 0] > 100
         for target, mask in small.masks.items():
-            gt = _torch_nearest(mask.astype(np.uint8)) > 0.5
-            dice = 2 * (pred & gt).sum() / (pred.sum() + gt.sum())
+            dice = 2 * (pred & mask).sum() / (pred.sum() + mask.sum() + 1e-8)
             assert record.metrics[target]["dice_point_1"] == pytest.approx(dice, abs=1e-12)
+            big = _torch_nearest(mask.astype(np.uint8)) > 0.5
+            assert dice == pytest.approx(2 * (big_pred & big).sum() / (big_pred.sum() + big.sum()), abs=1e-9)
             checked += 1
     assert checked >= 20
 

@@ -44,12 +44,12 @@ from trackeval.config import EvalConfig
 from trackeval.engine.driver import Evaluation, Scored, case_digests, finish, score_cases
 from trackeval.errors import InputError
 from trackeval.interactive.logs import InteractionLog, masks_digest, read_log, verify_case
-from trackeval.interactive.loop import interact_case, load_model, parse_model_args
+from trackeval.interactive.loop import Turn, interact_case, load_model, parse_model_args
 from trackeval.interactive.protocol import noc_key, supported_prompts
 from trackeval.io.imis import IMISCase, load_dataset, read_case
 from trackeval.io.imis_volumes import protocol
 from trackeval.io.layouts import Layout
-from trackeval.metrics.interactive import binary_dice, binary_iou, dice_auc, number_of_clicks
+from trackeval.metrics.interactive import binary_dice, binary_iou, dice_auc, eps_dice, eps_iou, number_of_clicks
 from trackeval.results import BenchmarkResult, CaseRecord, MetricSummary, PlotSpec, metric_key
 from trackeval.spec import BenchmarkSpec, MetricInfo, PrimaryMetric
 from trackeval.stats.bootstrap import bootstrap_means, group_seed, n_clusters, percentiles, weight_blocks
@@ -93,16 +93,23 @@ def sequence_metrics(truth: np.ndarray, masks: Mapping[str, list[np.ndarray]], c
 
     Keys: ``dice_<prompt>_<turn>`` for every prompt type and turn; from the ``point`` sequence (the click
     curve) ``noc_<t>`` per threshold (on ``cfg.noc_metric``; with ``iou`` also ``iou_point_<turn>``) and
-    ``dice_auc``; NaN when no point sequence was run.
+    ``dice_auc``; NaN when no point sequence was run. With ``imis.protocol: imis_bench`` Dice and IoU are
+    IMIS-Bench's, with ``1e-8`` added to the denominators (:func:`eps_dice`, :func:`eps_iou`); otherwise exact,
+    with ``cfg.dice_empty_rule``.
     """
+    if cfg.protocol == "imis_bench":
+        dice, iou = eps_dice, eps_iou
+    else:
+        rule = cfg.dice_empty_rule
+        dice, iou = (lambda m, g: binary_dice(m, g, rule)), (lambda m, g: binary_iou(m, g, rule))
     out: dict[str, float] = {}
     for prompt_type, seq in masks.items():
-        curve = np.array([binary_dice(m, truth, cfg.dice_empty_rule) for m in seq])
+        curve = np.array([dice(m, truth) for m in seq])
         out.update({f"dice_{prompt_type}_{t}": float(d) for t, d in enumerate(curve, start=1)})
         if prompt_type == "point":
             noc_curve = curve
             if cfg.noc_metric == "iou":
-                noc_curve = np.array([binary_iou(m, truth, cfg.dice_empty_rule) for m in seq])
+                noc_curve = np.array([iou(m, truth) for m in seq])
                 out.update({f"iou_point_{t}": float(v) for t, v in enumerate(noc_curve, start=1)})
             for thr in cfg.noc_thresholds:
                 out[noc_key(thr)] = number_of_clicks(noc_curve, thr, cfg.noc_not_reached)
@@ -116,10 +123,24 @@ def score_live(job: _LiveJob) -> Scored:
     """Run every sequence of one image through the model and score it (runs in a worker)."""
     loaded = read_case(job.case, job.config)
     model = load_model(job.model, job.model_kwargs)
-    seqs = interact_case(model, job.case.case_id, loaded.image, loaded.masks, job.prompt_types, job.config)
-    masks = {t: {p: [turn.mask for turn in turns] for p, turns in by_p.items()} for t, by_p in seqs.items()}
-    metrics = {t: sequence_metrics(loaded.masks[t], masks[t], job.config) for t in masks}
+    # imis_bench: the model works on the eval_size grid, its answers are scored on the label grid (as test.py)
+    truths = loaded.masks if loaded.label_masks is None else loaded.label_masks
+    label_shape = None if loaded.label_masks is None else _grid_shape(loaded.label_masks)
+    seqs = interact_case(model, job.case.case_id, loaded.image, loaded.masks, job.prompt_types, job.config, label_shape)
+    masks = {t: {p: [_scored_mask(turn) for turn in turns] for p, turns in by_p.items()} for t, by_p in seqs.items()}
+    metrics = {t: sequence_metrics(truths[t], masks[t], job.config) for t in masks}
     return Scored(_record(job.case, metrics), loaded.digest, masks_digest(masks))
+
+
+def _scored_mask(turn: Turn) -> np.ndarray:
+    """The mask a turn is scored on: its answer on the label grid (``imis_bench``), else the answer as is."""
+    return turn.mask if turn.label_mask is None else turn.label_mask
+
+
+def _grid_shape(masks: Mapping[str, np.ndarray]) -> tuple[int, int] | None:
+    """The 2D shape the label-grid masks share (None when there is no target)."""
+    shapes = {m.shape for m in masks.values()}
+    return next(iter(shapes)) if shapes else None
 
 
 def score_logged(job: _LogJob) -> Scored:

@@ -30,9 +30,12 @@ from trackeval.interactive.protocol import (
     ModelError,
     Prompts,
     Request,
+    model_array,
+    score_type,
     text_prompt,
     to_mask,
 )
+from trackeval.io.imis_grid import score_kind, to_label_grid
 
 
 def turn_rng(seed: int, case_id: str, target: str, prompt_type: str, turn: int) -> np.random.Generator:
@@ -107,11 +110,15 @@ def noop_click(rng: np.random.Generator) -> Click:
 
 @dataclass(frozen=True)
 class Turn:
-    """One answered turn: the prompts sent and the binarised model output."""
+    """One answered turn: the prompts sent and the binarised model output (on the grid the model sees; the next
+    click is derived from it). ``label_mask``: with ``imis.protocol: imis_bench`` and a label grid given to
+    :func:`run_sequence`, the answer brought back to the label grid, IMIS-Bench's way (what Dice is taken on);
+    None otherwise."""
 
     turn: int
     prompts: Prompts
     mask: np.ndarray
+    label_mask: np.ndarray | None = None
 
 
 def run_sequence(
@@ -122,12 +129,17 @@ def run_sequence(
     target: str,
     prompt_type: str,
     cfg: IMISConfig,
+    label_shape: tuple[int, int] | None = None,
 ) -> list[Turn]:
     """Drive ``model`` through ``cfg.max_clicks`` turns of one sequence.
 
-    Every call goes through :func:`call_model` (``cfg.model_timeout_s``). Raises :class:`ModelError` naming the
-    case, target, prompt and turn when the model raises, hangs or answers with a wrong output.
+    ``label_shape`` (``imis.protocol: imis_bench``): the label grid; each turn's answer is then also brought back
+    there (:attr:`Turn.label_mask`, :func:`trackeval.io.imis_grid.to_label_grid`). Every call goes through
+    :func:`call_model` (``cfg.model_timeout_s``). Raises :class:`ModelError` naming the case, target, prompt and
+    turn when the model raises, hangs or answers with a wrong output (or declares a wrong ``score_type``).
     """
+    scores = score_type(model)
+    back = label_shape is not None and cfg.protocol == "imis_bench"
     schedule = PromptSchedule(truth, case_id, target, prompt_type, cfg, cfg.seed)
     previous_raw: np.ndarray | None = None
     mask: np.ndarray | None = None
@@ -138,11 +150,15 @@ def run_sequence(
         where = f"case {case_id}, target {target}, prompt {prompt_type}, turn {t}"
         raw = call_model(model, request, cfg.model_timeout_s, where=where, case_id=case_id)
         try:
-            mask = to_mask(raw, truth.shape, where=where)
+            mask = to_mask(raw, truth.shape, where=where, scores=scores)
         except ModelError as exc:
             raise ModelError(exc.message, case_id=case_id, field="--model") from exc
+        label_mask = None
+        if back:
+            answer = model_array(raw, truth.shape, where=where, scores=scores)
+            label_mask = to_label_grid(answer, label_shape, score_kind(answer, scores))
         previous_raw = raw
-        turns.append(Turn(t, prompts, mask))
+        turns.append(Turn(t, prompts, mask, label_mask))
     return turns
 
 
@@ -267,9 +283,13 @@ def interact_case(
     masks: Mapping[str, np.ndarray],
     prompt_types: tuple[str, ...],
     cfg: IMISConfig,
+    label_shape: tuple[int, int] | None = None,
 ) -> dict[str, dict[str, list[Turn]]]:
-    """Every sequence of one image: ``{target: {prompt type: turns}}`` (targets in sorted order)."""
+    """Every sequence of one image: ``{target: {prompt type: turns}}`` (targets in sorted order); ``label_shape``
+    as :func:`run_sequence`."""
     return {
-        target: {p: run_sequence(model, image, masks[target], case_id, target, p, cfg) for p in prompt_types}
+        target: {
+            p: run_sequence(model, image, masks[target], case_id, target, p, cfg, label_shape) for p in prompt_types
+        }
         for target in sorted(masks)
     }

@@ -12,10 +12,13 @@ it does not support are skipped with a warning. Minimal example::
             return gray > 100          # bool mask on the image grid
 
 Coordinates are array indices at the original resolution: ``(row, col)`` for 2D, ``(z, row, col)`` or the
-array's own axis order for 3D. The model returns a mask or logits at that resolution: ``bool``/integer arrays
-are masks (non-zero = foreground); floating arrays are logits (foreground where ``> 0``, i.e. sigmoid > 0.5).
-With ``imis.protocol: imis_bench`` the "original resolution" is IMIS-Bench's ``imis.eval_size`` square grid
-(1024 x 1024): the image, the coordinates and the output all live there.
+array's own axis order for 3D. The model returns a mask or scores at that resolution: ``bool``/integer arrays
+are masks (non-zero = foreground); floating arrays are logits (foreground where ``> 0``, i.e. sigmoid > 0.5), or
+probabilities (foreground where ``> 0.5``) when the model declares ``score_type = "probabilities"`` (an optional
+attribute, default ``"logits"``).
+With ``imis.protocol: imis_bench`` the image, the coordinates and the output live on IMIS-Bench's
+``imis.eval_size`` square grid (1024 x 1024); each answer is then also brought back to the label grid, where Dice
+is taken (:func:`trackeval.io.imis_grid.to_label_grid`: bilinear, then the threshold of its kind).
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ import numpy as np
 from trackeval.errors import InputError
 
 PROMPT_TYPES: tuple[str, ...] = ("point", "box", "text")
+#: what a model's floating-point answers are (its optional ``score_type`` attribute; ``logits`` by default)
+SCORE_TYPES: tuple[str, ...] = ("logits", "probabilities")
 
 
 class ModelError(InputError):
@@ -125,17 +130,45 @@ def supported_prompts(model: object) -> tuple[str, ...]:
     return tuple(p for p in PROMPT_TYPES if p in names)
 
 
+def score_type(model: object) -> str:
+    """What the model's floating-point answers are: its ``score_type`` attribute, ``logits`` (default) or
+    ``probabilities``. Raises :class:`ModelError` for any other value."""
+    try:
+        declared = getattr(model, "score_type", "logits")
+    except Exception as exc:
+        raise ModelError(f"the model's score_type failed: {type(exc).__name__}: {exc}", field="score_type") from exc
+    if not isinstance(declared, str) or declared not in SCORE_TYPES:
+        raise ModelError(
+            f"the model's score_type is {declared!r}; expected one of {list(SCORE_TYPES)}", field="score_type"
+        )
+    return declared
+
+
 def text_prompt(target: str) -> str:
     """The original text template: ``"A segmentation area of a {name}."`` with ``_``/``-`` as spaces."""
     return f"A segmentation area of a {target.lower().replace('_', ' ').replace('-', ' ')}."
 
 
-def to_mask(output: object, shape: tuple[int, ...], *, where: str) -> np.ndarray:
-    """A model output as a bool mask of ``shape``: masks as is (non-zero), logits thresholded at 0.
+def to_mask(output: object, shape: tuple[int, ...], *, where: str, scores: str = "logits") -> np.ndarray:
+    """A model output as a bool mask of ``shape``: masks as is (non-zero), logits thresholded at 0,
+    probabilities (``scores="probabilities"``) at 0.5.
 
     The mask is a new array, never a view of the output (a model may reuse its buffer at the next turn).
-    Raises :class:`ModelError` (naming ``where``) for a non-array, a wrong shape or dtype, or NaN logits.
+    Raises :class:`ModelError` (naming ``where``) for a non-array, a wrong shape or dtype, NaN scores, or
+    probabilities outside ``[0, 1]``.
     """
+    arr = model_array(output, shape, where=where, scores=scores)
+    if arr.dtype == np.bool_:
+        return arr.copy()
+    if np.issubdtype(arr.dtype, np.floating):
+        return arr > (0.5 if scores == "probabilities" else 0)
+    return arr != 0
+
+
+def model_array(output: object, shape: tuple[int, ...], *, where: str, scores: str = "logits") -> np.ndarray:
+    """The model's answer as a numpy array of ``shape`` (a torch tensor converted, singleton axes squeezed),
+    checked: bool, integer or floating; no NaN; probabilities (``scores="probabilities"``) within ``[0, 1]``.
+    May be a view of the output. Raises :class:`ModelError` naming ``where`` otherwise."""
     if hasattr(output, "detach"):  # a torch tensor
         try:
             output = output.detach().cpu().numpy()
@@ -148,15 +181,14 @@ def to_mask(output: object, shape: tuple[int, ...], *, where: str) -> np.ndarray
     arr = np.squeeze(output) if output.shape != shape else output
     if arr.shape != shape:
         raise ModelError(f"model output has shape {output.shape}, expected {shape} ({where})")
-    if arr.dtype == np.bool_:
-        return arr.copy()
     if np.issubdtype(arr.dtype, np.floating):
         if np.isnan(arr).any():
-            raise ModelError(f"model output holds NaN logits ({where})")
-        return arr > 0
-    if np.issubdtype(arr.dtype, np.integer):
-        return arr != 0
-    raise ModelError(f"model output has dtype {arr.dtype} ({where})")
+            raise ModelError(f"model output holds NaN {scores} ({where})")
+        if scores == "probabilities" and (arr.min(initial=0.0) < 0 or arr.max(initial=0.0) > 1):
+            raise ModelError(f"model output holds probabilities outside [0, 1] (score_type='probabilities'; {where})")
+    elif arr.dtype != np.bool_ and not np.issubdtype(arr.dtype, np.integer):
+        raise ModelError(f"model output has dtype {arr.dtype} ({where})")
+    return arr
 
 
 def noc_key(threshold: float) -> str:

@@ -26,13 +26,15 @@ other ids ignored) or, when empty, every id present, named ``label_<id>``.
 Only non-empty targets are evaluated (as the original). Every error names the file (and case and field).
 
 With ``imis.protocol: imis_bench`` :func:`read_case` returns the image and every target mask resized to
-``imis.eval_size x imis.eval_size`` as IMIS-Bench's loader does (no aspect preservation, nearest-neighbour for
-both, ``torch.nn.functional.interpolate(mode="nearest")``), and keeps the targets non-empty after resizing.
+``imis.eval_size x imis.eval_size`` as IMIS-Bench's loader does (no aspect preservation, PIL's nearest-neighbour
+for both: pixel-centre sampling, :mod:`trackeval.io.imis_grid`), keeps the targets non-empty after resizing, and
+keeps those targets on the label grid too (``LoadedCase.label_masks``: IMIS-Bench takes Dice there).
 """
 
 from __future__ import annotations
 
 import io
+import json
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -41,9 +43,10 @@ import numpy as np
 
 from trackeval.benchmarks.imis_config import IMISConfig
 from trackeval.errors import ConfigError, InputError
-from trackeval.io.files import decode_text
+from trackeval.io.files import read_bytes
 from trackeval.io.hashing import sha256_bytes, sha256_files, sha256_text
 from trackeval.io.images import check_npz_members, load_image
+from trackeval.io.imis_grid import resize_nearest
 from trackeval.io.imis_volumes import (
     ISLES,
     SUBJECT_READERS,
@@ -60,7 +63,6 @@ from trackeval.io.layouts import Layout, choose, layout_digest
 from trackeval.io.limits import check_voxels
 from trackeval.io.nifti import check_same_grid, read_bytes_digest, read_image, read_label_map
 from trackeval.io.paths import check_case_id, resolve_inside
-from trackeval.io.structured import parse_json, read_limited
 from trackeval.io.tables import read_csv_rows
 from trackeval.results import key_token
 
@@ -86,11 +88,16 @@ class IMISCase:
 
 @dataclass(frozen=True)
 class LoadedCase:
-    """An image with its non-empty target masks (bool, on the label grid) and the sha256 of both files."""
+    """An image with its non-empty target masks (bool) and the sha256 of both files.
+
+    ``image`` and ``masks`` are on the label grid, or with ``imis.protocol: imis_bench`` on the ``eval_size``
+    grid; then ``label_masks`` holds the same targets on the label grid (where IMIS-Bench takes Dice), else None.
+    """
 
     image: np.ndarray
     masks: dict[str, np.ndarray]
     digest: str
+    label_masks: dict[str, np.ndarray] | None = None
 
 
 #: the IMIS ground-truth layouts, tried in this order
@@ -171,7 +178,7 @@ def _volume_cases(root: Path, layout: str, cfg: IMISConfig) -> tuple[list[IMISCa
 def _imis_cases(root: Path, cfg: IMISConfig) -> tuple[list[IMISCase], str]:
     """The cases of the ``cfg.split`` list of ``root/dataset.json`` (IMIS layout) and the file's sha256."""
     path = root / DATASET_JSON
-    raw = read_limited(path)
+    raw = read_bytes(path)
     meta = _dataset_meta(raw, path)
     targets = _label_targets(meta, path)
     modality = meta.get("modality", {})
@@ -189,7 +196,10 @@ def _imis_cases(root: Path, cfg: IMISConfig) -> tuple[list[IMISCase], str]:
 
 def _dataset_meta(raw: bytes, path: Path) -> dict:
     """The JSON object of dataset.json's bytes (UTF-8, a BOM tolerated); :class:`InputError` otherwise."""
-    meta = parse_json(decode_text(raw, file=path), file=path)
+    try:
+        meta = json.loads(raw.decode("utf-8-sig"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"not valid JSON: {exc}", file=str(path)) from exc
     if not isinstance(meta, dict):
         raise InputError("top level must be an object", file=str(path))
     return meta
@@ -296,7 +306,10 @@ def read_case(case: IMISCase, cfg: IMISConfig) -> LoadedCase:
         image, masks, digest = _read_files(case, cfg)
         spatial_ndim = 2 if case.layout == "imis" else image.ndim
     if cfg.protocol == "imis_bench":
-        image, masks = to_eval_grid(image, masks, spatial_ndim, cfg.eval_size, case.case_id)
+        # the original keeps the targets non-empty after the resize, and scores them on the label grid
+        big_image, big = to_eval_grid(image, masks, spatial_ndim, cfg.eval_size, case.case_id)
+        kept = {t: m for t, m in big.items() if m.any()}
+        return LoadedCase(big_image, kept, digest, {t: masks[t] for t in kept})
     return LoadedCase(image, {t: m for t, m in masks.items() if m.any()}, digest)
 
 
@@ -308,19 +321,6 @@ def _read_files(case: IMISCase, cfg: IMISConfig) -> tuple[np.ndarray, dict[str, 
     else:
         image, masks, image_digest, label_digest = _read_nifti_pair(case, cfg)
     return image, masks, sha256_text(f"{image_digest}:{label_digest}")
-
-
-def resize_nearest(array: np.ndarray, size: int) -> np.ndarray:
-    """A 2D array (``H x W`` or ``H x W x C``) resized to ``size x size`` by
-    ``torch.nn.functional.interpolate(mode="nearest")`` (IMIS-Bench's resize); the dtype is kept."""
-    import torch
-    import torch.nn.functional as F
-
-    src = array.astype(np.uint8) if array.dtype == np.bool_ else array
-    chw = src[None] if src.ndim == 2 else src.transpose(2, 0, 1)
-    out = F.interpolate(torch.from_numpy(np.ascontiguousarray(chw))[None], size=(size, size), mode="nearest")
-    res = out[0].numpy()
-    return (res[0] if array.ndim == 2 else res.transpose(1, 2, 0)).astype(array.dtype)
 
 
 def to_eval_grid(

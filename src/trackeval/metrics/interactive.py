@@ -58,11 +58,46 @@ def binary_iou(pred: np.ndarray, truth: np.ndarray, empty_rule: str = "nan") -> 
     return c.tp / (c.tp + c.fp + c.fn)
 
 
+#: the epsilon IMIS-Bench's ``test.py`` adds to the Dice and IoU denominators (``get_iou_and_dice``)
+ORIGINAL_EPS = 1e-8
+
+
+def eps_dice(pred: np.ndarray, truth: np.ndarray, eps: float = ORIGINAL_EPS) -> float:
+    """IMIS-Bench's Dice: ``2|P & G| / (|P| + |G| + eps)`` (two empty masks give 0).
+
+    Examples:
+        >>> import numpy as np
+        >>> from trackeval.metrics.interactive import eps_dice
+        >>> eps_dice(np.array([1, 1, 0, 0]), np.array([1, 0, 0, 0])) == 2 / (3 + 1e-8)
+        True
+    """
+    c = _confusion(pred, truth)
+    return 2.0 * c.tp / (2.0 * c.tp + c.fp + c.fn + eps)
+
+
+def eps_iou(pred: np.ndarray, truth: np.ndarray, eps: float = ORIGINAL_EPS) -> float:
+    """IMIS-Bench's IoU: ``|P & G| / (|P | G| + eps)`` (two empty masks give 0).
+
+    Examples:
+        >>> import numpy as np
+        >>> from trackeval.metrics.interactive import eps_iou
+        >>> eps_iou(np.array([1, 1, 0, 0]), np.array([1, 0, 0, 0])) == 1 / (2 + 1e-8)
+        True
+    """
+    c = _confusion(pred, truth)
+    return c.tp / (c.tp + c.fp + c.fn + eps)
+
+
+def _confusion(pred: np.ndarray, truth: np.ndarray) -> LabelCounts:
+    """Confusion counts of label 1 of two masks (non-zero = foreground)."""
+    return confusion(np.asarray(pred, dtype=bool).view(np.uint8), np.asarray(truth, dtype=bool).view(np.uint8), [1])[1]
+
+
 def _counts(pred: np.ndarray, truth: np.ndarray, empty_rule: str) -> LabelCounts | None:
     """Confusion counts of label 1, or None when both masks are empty."""
     if empty_rule not in ("nan", "original_eps"):
         raise ValueError(f"unknown empty rule {empty_rule!r}")
-    c = confusion(np.asarray(pred, dtype=bool).view(np.uint8), np.asarray(truth, dtype=bool).view(np.uint8), [1])[1]
+    c = _confusion(pred, truth)
     return None if c.tp + c.fp + c.fn == 0 else c
 
 
