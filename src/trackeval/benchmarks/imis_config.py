@@ -5,8 +5,8 @@ random error-region clicks, first click among the 50 % of target pixels closest 
 tight box, no prompt accumulation (only the new click and the previous mask go to the model), 9 turns, NoC on Dice
 with "not reached" = max + 1. ``preset: ritm`` switches to the interactive-segmentation literature's convention
 (RITM / SimpleClick: IoU, 20 clicks, not reached = 20, RITM's click rule). ``protocol: imis_bench`` also moves
-the whole interaction to IMIS-Bench's 1024 x 1024 grid and sends its ``-1`` "not a point" click when the previous
-mask has no error (live, 2D only). The ``volumes`` subsection is the slicing protocol of the 3D layouts
+the interaction to IMIS-Bench's 1024 x 1024 grid (Dice back on the label grid, as its ``test.py``) and sends its
+``-1`` "not a point" click when the previous mask has no error (live, 2D only). The ``volumes`` subsection is the slicing protocol of the 3D layouts
 (TotalSegmentator MRI, ISLES'22; :class:`IMISVolumesConfig`).
 """
 
@@ -58,6 +58,12 @@ class IMISVolumesConfig(Section):
             refused with the grid error unless the files were co-registered).
         meta_split: TotalSegmentator MRI only: the subjects whose ``meta.csv`` ``split`` is this value
             (default ``test``); ``all`` = every subject folder (needed when there is no meta.csv).
+        orientation: how a 2D slice's rows and columns run. ``ras`` (default): the two remaining RAS axes in
+            order (axial: rows toward the patient's right, columns toward anterior). ``imis_release``: as the
+            released IMIS-Bench / IMed-361M PNGs (measured on the BTCV sample): rows toward anterior, columns
+            toward the patient's left, i.e. the ``ras`` slice transposed with its columns reversed (a 90-degree
+            rotation); axial only (the release publishes no coronal or sagittal slices). Slice indices do not
+            change.
     """
 
     axis: Literal["axial", "coronal", "sagittal"] = "axial"
@@ -68,6 +74,7 @@ class IMISVolumesConfig(Section):
     window: tuple[FiniteFloat, FiniteFloat] = (0.5, 99.5)
     channel: Literal["dwi", "adc", "flair"] = "dwi"
     meta_split: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]{1,64}\z")] = "test"
+    orientation: Literal["ras", "imis_release"] = "ras"
 
     @field_validator("structures")
     @classmethod
@@ -83,6 +90,15 @@ class IMISVolumesConfig(Section):
             raise ValueError("window must be two percentiles 0 <= low < high <= 100")
         return v
 
+    @model_validator(mode="after")
+    def _check_orientation(self) -> IMISVolumesConfig:
+        if self.orientation == "imis_release" and self.axis != "axial":
+            raise ValueError(
+                f"orientation 'imis_release' is defined for axis 'axial' only (axis is {self.axis!r}): "
+                "the released IMIS-Bench data has axial slices only"
+            )
+        return self
+
 
 class IMISConfig(Section):
     """IMIS interactive-segmentation protocol switches (every one is logged as a param).
@@ -90,10 +106,11 @@ class IMISConfig(Section):
     Attributes:
         protocol: ``native`` (default: clicks and Dice on the label grid, no click once the mask is exact) or
             ``imis_bench`` (IMIS-Bench ``test.py``: image and every target mask resized to
-            ``eval_size x eval_size`` with nearest-neighbour interpolation, ``torch.nn.functional.interpolate``
-            ``mode="nearest"``, before the loop; clicks, model input/output and Dice on that grid; when the
-            previous mask has no error, a click with label ``-1`` at a seeded random pixel of
-            ``[0, 256)^2`` instead of no click). ``imis_bench`` takes 2D images only and live models only.
+            ``eval_size x eval_size`` with PIL's nearest-neighbour resize, pixel centres, before the loop;
+            clicks and model input/output on that grid; each answer brought back to the label grid bilinearly
+            and thresholded, Dice and IoU taken there with ``1e-8`` in the denominators; when the previous mask
+            has no error, a click with label ``-1`` at a seeded random pixel of ``[0, 256)^2`` instead of no
+            click). ``imis_bench`` takes 2D images only and live models only.
         eval_size: the square grid side of ``protocol: imis_bench`` (IMIS-Bench: 1024); unused by ``native``.
         split: which ``dataset.json`` list to evaluate (``test`` as the original; ``training`` for checks).
         prompt_types: initial prompt types to run; each runs its own ``max_turns`` sequence (follow-up turns are

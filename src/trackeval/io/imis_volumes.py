@@ -24,8 +24,10 @@ Slicing protocol (:class:`~trackeval.benchmarks.imis_config.IMISVolumesConfig`):
 RAS voxel order (nibabel's ``as_closest_canonical``: flips and axis swaps from the affine, no resampling) and cut
 across ``axis``; the slices that become images are chosen per structure (``largest`` area, or ``every``
 ``stride``-th slice with ``min_pixels``); the image is the channel volume windowed at its
-``window`` percentiles to ``[0, 255]``, grey replicated to RGB. One image case is ``<subject>_<axis>_<index>``
-(index: 4 digits, in RAS order), its bootstrap cluster the subject.
+``window`` percentiles to ``[0, 255]``, grey replicated to RGB; the slice's rows and columns are the remaining RAS
+axes (``orientation: ras``) or run as in the released IMIS-Bench PNGs (``imis_release``, axial: rows toward
+anterior, columns toward the patient's left). One image case is ``<subject>_<axis>_<index>`` (index: 4 digits,
+in RAS order), its bootstrap cluster the subject.
 
 Lazily: :func:`index_subjects` reads the masks (one at a time, keeping only per-slice pixel counts) to decide the
 cases; :func:`read_slice` reads one subject's image and masks when its first case is scored and keeps the chosen
@@ -257,8 +259,14 @@ def window_uint8(volume: np.ndarray, percentiles: tuple[float, float]) -> np.nda
     return np.rint(scaled).astype(np.uint8)
 
 
-def _take(array: np.ndarray, axis: int, index: int) -> np.ndarray:
-    return np.take(array, index, axis=axis)
+def _take(array: np.ndarray, axis: int, index: int, orientation: str = "ras") -> np.ndarray:
+    """Slice ``index`` across ``axis`` of a RAS volume, its rows and columns as ``orientation`` says: ``ras``
+    (the remaining RAS axes in order) or ``imis_release`` (axial only: rows toward anterior, columns toward the
+    patient's left; the RAS slice transposed, columns reversed)."""
+    plane = np.take(array, index, axis=axis)
+    if orientation == "imis_release":
+        plane = np.ascontiguousarray(plane.T[:, ::-1])
+    return plane
 
 
 def _stamp(subject: Subject) -> tuple[tuple[int, int], ...]:
@@ -275,6 +283,7 @@ def _subject_slices(
     axis: str,
     window: tuple[float, float],
     tolerance: float,
+    orientation: str = "ras",
 ) -> tuple[dict[int, tuple[np.ndarray, dict[str, np.ndarray]]], str]:
     """The 2D image (RGB uint8) and masks (bool) of each of ``slices`` of one subject, and the digest of its
     files; the volumes are dropped once sliced (cached: the last subject only, keyed by the files' ``stamp``)."""
@@ -283,14 +292,14 @@ def _subject_slices(
     if image.array.ndim != 3:
         raise InputError("image is not a 3D volume", file=str(subject.image), case_id=sid, field="dim")
     grey = window_uint8(to_ras(image), window)
-    out = {i: (np.repeat(_take(grey, ax, i)[..., None], 3, axis=2), {}) for i in slices}
+    out = {i: (np.repeat(_take(grey, ax, i, orientation)[..., None], 3, axis=2), {}) for i in slices}
     lines = [f"image:{image.digest}"]
     for name, path in subject.masks:
         vol = read_label_map(path, case_id=sid)
         check_same_grid(vol, image, case_id=sid, tolerance=tolerance)
         ras = to_ras(vol)
         for i in slices:
-            out[i][1][name] = _take(ras, ax, i) > 0
+            out[i][1][name] = _take(ras, ax, i, orientation) > 0
         lines.append(f"{name}:{vol.digest}")
     return out, sha256_text(*lines)
 
@@ -304,16 +313,22 @@ def read_slice(
         stamp = _stamp(ref.subject)
     except OSError as exc:
         raise InputError(f"cannot read: {exc}", file=str(ref.subject.image), case_id=ref.subject.subject_id) from exc
-    slices, digest = _subject_slices(ref.subject, stamp, ref.subject_slices, cfg.axis, tuple(cfg.window), tolerance)
+    slices, digest = _subject_slices(
+        ref.subject, stamp, ref.subject_slices, cfg.axis, tuple(cfg.window), tolerance, cfg.orientation
+    )
     image, masks = slices[ref.index]
-    return image, dict(masks), sha256_text(digest, f"{cfg.axis}:{ref.index}")
+    where = f"{cfg.axis}:{ref.index}" + ("" if cfg.orientation == "ras" else f":{cfg.orientation}")
+    return image, dict(masks), sha256_text(digest, where)
 
 
 def protocol(layout: str, cfg: IMISVolumesConfig) -> dict[str, object]:
     """The resolved slicing protocol recorded in results.json (``config.imis.volumes``): the keys that apply to
-    ``layout`` (``channel`` for ISLES'22, ``meta_split`` for TotalSegmentator MRI)."""
+    ``layout`` (``channel`` for ISLES'22, ``meta_split`` for TotalSegmentator MRI; ``orientation`` only when it is
+    not ``ras``, so results and digests made before the switch existed stay the same)."""
     out = cfg.model_dump(mode="json")
     out.pop("meta_split" if layout == ISLES else "channel")
+    if cfg.orientation == "ras":
+        out.pop("orientation")
     if cfg.slices == "largest":
         out.pop("stride")
     return out
