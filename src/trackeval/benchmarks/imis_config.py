@@ -6,8 +6,8 @@ tight box, no prompt accumulation (only the new click and the previous mask go t
 with "not reached" = max + 1. ``preset: ritm`` switches to the interactive-segmentation literature's convention
 (RITM / SimpleClick: IoU, 20 clicks, not reached = 20, RITM's click rule). ``protocol: imis_bench`` also moves
 the interaction to IMIS-Bench's 1024 x 1024 grid (Dice back on the label grid, as its ``test.py``) and sends its
-``-1`` "not a point" click when the previous mask has no error (live, 2D only). The ``volumes`` subsection is the slicing protocol of the 3D layouts
-(TotalSegmentator MRI, ISLES'22; :class:`IMISVolumesConfig`).
+``-1`` "not a point" click when the previous mask has no error (live, 2D only). The ``volumes`` subsection is the
+slicing protocol of the 3D layouts (TotalSegmentator MRI, ISLES'22; :class:`IMISVolumesConfig`).
 """
 
 from __future__ import annotations
