@@ -364,8 +364,8 @@ def test_attacks_on_a_real_mlflow_server(versions, keys, served, monkeypatch, ca
 
 
 def test_history_html_escapes_user_data():
+    from trackeval.attest.trail import History, HistoryCheck, HistoryEvent
     from trackeval.report.history import history_html
-    from trackeval.tracking.history import History, HistoryCheck, HistoryEvent
 
     hostile = '<img src=x onerror="alert(1)">'
     event = HistoryEvent(

@@ -202,11 +202,13 @@ ALLOWED: dict[str, set[str]] = {
     "gate": {"stats", "metrics"},
     "plotdata": {"metrics", "stats"},  # the rows behind figures: curves and bins through the metric kernels
     # the report draws and prints what results hold: it computes no metric (no metrics/, no stats/)
-    "report": {"gate", "io", "plotdata"},  # io.escape: each medium's one escaping function
-    "tracking": {"io", "gate", "report", "plotdata", "stats", "metrics"},
+    # signed decisions (keys, DSSE, in-toto statements) and the audit trail's data: no store, no terminal
+    "attest": {"gate", "io"},
+    "report": {"gate", "io", "plotdata", "attest"},  # io.escape: each medium's one escaping function
+    "tracking": {"io", "gate", "report", "plotdata", "stats", "metrics", "attest"},
     "api": {"benchmarks", "gate", "stats", "metrics", "io", "engine", "audit", "interactive"},
     # the Python API of the loop: what the track/compare/promote/verify commands run, without the terminal
-    "loop": {"api", "gate", "io", "tracking"},
+    "loop": {"api", "gate", "io", "tracking", "attest"},
     "demo": {"metrics", "io", "engine", "interactive", "stats", "benchmarks"},
 }
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 from rich.console import Console
 
 from trackeval.attest.dsse import short
+from trackeval.attest.trail import History, HistoryEvent
 from trackeval.io.escape import escape_html, escape_terminal
 from trackeval.report.html import _page, _table
-from trackeval.tracking.history import History, HistoryEvent
 
 
 def _unit(unit: str) -> str:

@@ -152,16 +152,13 @@ def describe_decision(ml: Mlflow, run_id: str, decision: Decision, cand_mv: Any,
 def decision_summary(ml: Mlflow, run: Any) -> str:
     """The ``trackeval.gate.summary`` of decision run ``run``, or, for a decision recorded before the tag, the
     same computed from its ``decision.json`` (its verdict tag alone when that cannot be read)."""
-    from trackeval.errors import TrackevalError
-    from trackeval.tracking.decision_runs import read_decision
+    from trackeval.tracking.attestations import read_record
 
     summary = run.data.tags.get(SUMMARY_TAG)
     if summary:
         return str(summary)
-    try:
-        return gate_summary(read_decision(ml, run.info.run_id)[1])
-    except (TrackevalError, OSError, ValueError):
-        return str(run.data.tags.get(TAG + "gate.verdict", "?"))
+    decision = read_record(ml, run).decision
+    return str(run.data.tags.get(TAG + "gate.verdict", "?")) if decision is None else gate_summary(decision)
 
 
 def _when(ms: int | None) -> str:

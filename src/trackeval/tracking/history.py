@@ -1,90 +1,26 @@
 """A model's audit trail (``trackeval history``): every gate decision and every replaced evaluation, in time
 order, with each decision's record and signature checked (:mod:`trackeval.tracking.attestations`) and the alias
-moves the decisions made.
+moves the decisions made, as :class:`~trackeval.attest.trail.History`.
 
 MLflow keeps no alias history: the moves are derived from the decisions (a decision that promoted its candidate
 moved ``@champion`` to it and ``@previous`` to the champion it was gated against), and the trail's end is
-compared with the registry's aliases now (``trail_matches_registry``). The JSON form (:class:`History`,
-``schema`` :data:`SCHEMA`) is a documented contract (docs/gate.md).
+compared with the registry's aliases now (``trail_matches_registry``).
 """
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-from pydantic import BaseModel, ConfigDict, Field
 
 from trackeval.attest.dsse import AttestationError
+from trackeval.attest.trail import History, HistoryCheck, HistoryEvent
 from trackeval.tracking.attestations import DecisionRecord, disagreement, predicate_of, read_record
 from trackeval.tracking.client import Mlflow, check_model_ref, quote
+from trackeval.tracking.descriptions import REPLACED_BY_TAG
 from trackeval.tracking.registry import registered_aliases, registered_model, unknown_model
 from trackeval.tracking.tags import KIND_GATE, PROMOTED_TAG, TAG
-
-#: the ``schema`` of :class:`History`
-SCHEMA = "trackeval.history/1"
-#: the tag ``track --replace`` sets on a replaced evaluation run: the id of the run that replaced it
-REPLACED_BY_TAG = TAG + "replaced_by"
-
-
-class HistoryCheck(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    name: str
-    unit: str
-    passed: bool
-    detail: str
-
-
-class HistoryEvent(BaseModel):
-    """One event: a gate decision (``kind="decision"``) or an evaluation replaced by ``track --replace``
-    (``kind="replaced"``)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    time: str
-    kind: Literal["decision", "replaced"]
-    #: registry version and trackeval version name (``v2``) of the candidate, or of the replaced evaluation
-    version: str
-    label: str
-    #: the champion it was gated against (registry version, name), None for a first version
-    champion: str | None = None
-    champion_label: str | None = None
-    verdict: Literal["pass", "fail"] | None = None
-    #: the decision moved ``@champion`` to its candidate
-    promoted: bool = False
-    aliases_before: dict[str, str] = Field(default_factory=dict)
-    aliases_after: dict[str, str] = Field(default_factory=dict)
-    checks: list[HistoryCheck] = Field(default_factory=list)
-    #: ``verified`` (signed by the trusted key ``signer``), ``unsigned`` (no attestation), ``not checked`` (an
-    #: attestation, no trusted key given), ``invalid`` (it does not verify, or names another run or record)
-    signature: Literal["verified", "unsigned", "not checked", "invalid"] | None = None
-    signer: str | None = None
-    candidate_evidence: dict[str, str] = Field(default_factory=dict)
-    champion_evidence: dict[str, str] = Field(default_factory=dict)
-    #: the decision run (or the replaced evaluation run) and the run that replaced it
-    run_id: str
-    run_url: str | None = None
-    replaced_by: str | None = None
-    unit: str | None = None
-    #: why the record cannot be trusted as it stands: its tags, metric or params disagree with its decision.json,
-    #: or its attestation is invalid (None: it is consistent)
-    problem: str | None = None
-
-
-class History(BaseModel):
-    """``trackeval history --json``: the events oldest first, the key ids trusted, the registry's aliases now and
-    whether the alias moves derived from the decisions end where the registry is."""
-
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, serialize_by_alias=True)
-
-    schema_: Literal["trackeval.history/1"] = Field(SCHEMA, alias="schema")
-    model: str
-    trusted_keys: list[str]
-    aliases_now: dict[str, str]
-    trail_matches_registry: bool
-    events: list[HistoryEvent]
 
 
 def _time(ms: int | None) -> str:
