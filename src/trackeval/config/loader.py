@@ -81,23 +81,33 @@ class StrictSafeLoader(yaml.SafeLoader):
                     for i, item in enumerate(node.value)
                 )
             elif isinstance(node, MappingNode):
-                keys: dict[Any, Node] = {}
-                for key_node, value_node in node.value:
-                    if key_node.tag == _MERGE_TAG:
-                        stack.append((value_node, path, depth))  # the merged mapping(s): checked on their own
-                        continue
-                    name = key_node.value if isinstance(key_node, ScalarNode) else "?"
-                    if isinstance(key_node, ScalarNode):
-                        # a "=" key (the YAML value tag) is read as a string, as flatten_mapping does
-                        plain = key_node.tag == _VALUE_TAG
-                        key = key_node.value if plain else self.construct_object(key_node, deep=True)
-                        try:
-                            first = keys.setdefault(key, key_node)
-                        except TypeError:  # unhashable: SafeLoader refuses it when it builds the mapping
-                            first = key_node
-                        if first is not key_node:
-                            raise _RepeatedKey([*path, str(name)], first, key_node)
-                    stack.append((value_node, [*path, str(name)], depth + 1))
+                stack.extend(self._mapping_children(node, path, depth))
+
+    def _mapping_children(self, node: MappingNode, path: list[str], depth: int) -> list[tuple[Node, list[str], int]]:
+        """The values of one mapping to walk next (merged mappings at the same depth); raises
+        :class:`_RepeatedKey` on the second of two equal keys."""
+        keys: dict[Any, Node] = {}
+        children: list[tuple[Node, list[str], int]] = []
+        for key_node, value_node in node.value:
+            if key_node.tag == _MERGE_TAG:
+                children.append((value_node, path, depth))  # the merged mapping(s): checked on their own
+                continue
+            name = key_node.value if isinstance(key_node, ScalarNode) else "?"
+            if isinstance(key_node, ScalarNode):
+                first = self._first_of_key(keys, key_node)
+                if first is not key_node:
+                    raise _RepeatedKey([*path, str(name)], first, key_node)
+            children.append((value_node, [*path, str(name)], depth + 1))
+        return children
+
+    def _first_of_key(self, keys: dict[Any, Node], key_node: ScalarNode) -> Node:
+        """The first node of ``key_node``'s key in one mapping (``key_node`` itself when new), keys compared as
+        constructed; a "=" key (the YAML value tag) is read as a string, as flatten_mapping does."""
+        key = key_node.value if key_node.tag == _VALUE_TAG else self.construct_object(key_node, deep=True)
+        try:
+            return keys.setdefault(key, key_node)
+        except TypeError:  # unhashable: SafeLoader refuses it when it builds the mapping
+            return key_node
 
 
 def load_yaml(
