@@ -295,6 +295,10 @@ def test_box_answer_on_a_40_pixel_image_is_scored_on_the_label_grid(tmp_path):
     label_grid = result.aggregates["imis/dice/by_prompt/box"].value
     assert label_grid == pytest.approx(np.mean([record.metrics[t]["dice_box_1"] for t in targets]), abs=1e-12)
     assert abs(label_grid - np.mean(big_dices)) > 1e-4  # the two grids give different numbers here
+    # the truth is resampled and scored differently from native (and from imis_bench before issue 36): another
+    # ground-truth digest, so the gate does not pair such results
+    native = evaluate(root, _cfg(protocol="native", prompt_types=["box"], max_clicks=1), model=BOX_MODEL)
+    assert native.data.ground_truth_digest != result.data.ground_truth_digest
 
 
 # --- the resize: PIL's NEAREST ----------------------------------------------------------------------------------

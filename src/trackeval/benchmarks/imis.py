@@ -46,6 +46,7 @@ from trackeval.errors import InputError
 from trackeval.interactive.logs import InteractionLog, masks_digest, read_log, verify_case
 from trackeval.interactive.loop import Turn, interact_case, load_model, parse_model_args
 from trackeval.interactive.protocol import noc_key, supported_prompts
+from trackeval.io.hashing import sha256_text
 from trackeval.io.imis import IMISCase, load_dataset, read_case
 from trackeval.io.imis_volumes import protocol
 from trackeval.io.layouts import Layout
@@ -58,6 +59,10 @@ from trackeval.stats.reduce import nan_mean, nan_sums, ratio
 log = logging.getLogger(__name__)
 
 NAME = "imis"
+#: folded into each case's ground-truth digest under ``imis.protocol: imis_bench``: the truth is resampled by PIL's
+#: rule and Dice is taken on the label grid (issue 36), so results of earlier versions (torch "nearest", Dice on the
+#: 1024 grid) do not pair with these in the gate
+IMIS_BENCH_TRUTH = "imis_bench:pil-nearest:label-grid-dice"
 
 
 @dataclass(frozen=True)
@@ -129,7 +134,8 @@ def score_live(job: _LiveJob) -> Scored:
     seqs = interact_case(model, job.case.case_id, loaded.image, loaded.masks, job.prompt_types, job.config, label_shape)
     masks = {t: {p: [_scored_mask(turn) for turn in turns] for p, turns in by_p.items()} for t, by_p in seqs.items()}
     metrics = {t: sequence_metrics(truths[t], masks[t], job.config) for t in masks}
-    return Scored(_record(job.case, metrics), loaded.digest, masks_digest(masks))
+    digest = loaded.digest if loaded.label_masks is None else sha256_text(loaded.digest, IMIS_BENCH_TRUTH)
+    return Scored(_record(job.case, metrics), digest, masks_digest(masks))
 
 
 def _scored_mask(turn: Turn) -> np.ndarray:
