@@ -133,7 +133,7 @@ class BenchmarkComparison(BaseModel):
     metric: str
     method: Literal["paired_bootstrap", "delong"] = "paired_bootstrap"
     #: the reference distribution of a DeLong comparison's intervals and p-values: ``t`` (Student t with each
-    #: row's ``df``; since 0.5), ``normal`` (a decision recorded before); empty for the bootstrap
+    #: row's ``df``; since issue 33), ``normal`` (a decision recorded before); empty for the bootstrap
     reference: Literal["", "normal", "t"] = ""
     #: the resampling unit and interval method of both results (``config.bootstrap``)
     cluster: Literal["subject_id", "case"] = "case"
