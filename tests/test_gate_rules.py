@@ -804,7 +804,9 @@ def test_a_decision_round_trips_and_stores_units_under_benchmark():
         0
     ]
     assert stored["comparisons"][0]["benchmark"] == "toy" and stored["comparisons"][0]["rows"][0]["benchmark"] == "toy"
-    assert list(stored["gate_config"]) == [*GateConfig.model_fields, "policies"]
+    # the recorded config: every field except those kept out of records (the signing keys' paths, issue 32)
+    recorded = [f for f, info in GateConfig.model_fields.items() if not info.exclude]
+    assert list(stored["gate_config"]) == [*recorded, "policies"] and "signing_key" not in stored["gate_config"]
     back = Decision.model_validate_json(d.model_dump_json())
     assert back.model_dump(mode="json") == stored and back.gate_config.policies["toy"] == pol["toy"]
     # a record written before policies held the paired method and per-case name still reads
