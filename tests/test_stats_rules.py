@@ -610,3 +610,40 @@ def test_headline_rules_item_mean_and_case_mean():
     assert headline(np.array([2.0, NAN, 4.0]), "case_mean") == headline(np.array([2.0, NAN, 4.0]), "item_mean") == 3.0
     assert math.isnan(headline(np.full((2, 2), NAN), "item_mean"))
     assert math.isnan(headline(np.zeros((0, 2)), "case_mean"))
+
+
+# ------------------------------------------------------------------ the t reference of the DeLong rows (issue 33)
+
+
+def test_normal_pvalue_on_a_t_reference_at_its_smallest_degrees_of_freedom():
+    z = (-0.375 + 0.25) / 0.125  # -1
+    assert normal_pvalue(-0.375, 0.125, -0.25, "less", 1) == pytest.approx(t.cdf(z, 1), rel=1e-12)  # 0.25
+    assert normal_pvalue(-0.375, 0.125, -0.25, "greater", 2) == pytest.approx(t.sf(z, 2), rel=1e-12)
+    assert normal_pvalue(-0.375, 0.125, -0.25, "less") == pytest.approx(norm.cdf(z), rel=1e-12)
+    # no degree of freedom: no evidence, whatever the estimate
+    assert normal_pvalue(-0.375, 0.125, -0.25, "less", 0) == 1.0
+    assert normal_pvalue(-5.0, 0.125, -0.25, "less", -1) == 1.0
+
+
+def test_paired_delong_reads_every_interval_off_the_t_reference():
+    # finding 0: 3 positives, 5 negatives (df 2); finding 1: 4 and 4 (df 3); finding 2: no positive (undefined)
+    y = np.array([[1, 1, 0], [1, 0, 0], [1, 1, 0], [0, 1, 0], [0, 1, 0], [0, 0, 0], [0, 0, 0], [0, 0, 0]], float)
+    a = np.array([[0.9, 0.8, 0.1], [0.7, 0.2, 0.5], [0.4, 0.9, 0.3], [0.5, 0.6, 0.2]] + [[0.3, 0.4, 0.6]] * 4)
+    a[4:, 0], a[4:, 1] = [0.2, 0.6, 0.1, 0.35], [0.7, 0.3, 0.1, 0.5]
+    b = np.clip(a + np.array([[0.1, -0.2, 0.0], [-0.3, 0.1, 0.0]] * 4), 0, 1)
+    d = paired_delong(y, a, b)
+    assert d.df.tolist() == [2, 3, -1] and d.df.dtype == np.int64 and d.overall_df == 2
+    for j, df in ((0, 2), (1, 3)):
+        half = t.ppf(0.975, df) * math.sqrt(d.variance[j])
+        assert (d.low[j], d.high[j]) == pytest.approx(
+            (max(-1.0, d.value[j] - half), min(1.0, d.value[j] + half)), abs=1e-12
+        )
+    assert math.isnan(d.low[2]) and math.isnan(d.value[2])
+    # the macro row: the smallest df of its findings
+    half = t.ppf(0.975, 2) * math.sqrt(d.overall_variance)
+    assert (d.overall_low, d.overall_high) == pytest.approx(
+        (max(-1.0, d.overall - half), min(1.0, d.overall + half)), abs=1e-12
+    )
+    # with every positive of finding 0 in one patient, it has 0 df: no interval for it nor for the macro row
+    one = paired_delong(y, a, b, clusters=np.array([0, 0, 0, 1, 2, 3, 4, 5]))
+    assert one.df[0] == 0 and math.isnan(one.low[0]) and math.isnan(one.overall_low) and one.overall_df == 0
