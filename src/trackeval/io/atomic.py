@@ -11,6 +11,12 @@
 4. on any failure (an exception or ``KeyboardInterrupt`` at any step) the renamed targets are put back from
    their backups, or removed where there was no previous file: the previous set is left as it was, or nothing.
 
+:func:`write_files` does the same for files in several folders (``trackeval init``: params.yaml, dvc.yaml,
+.gitignore, .github/workflows/..., .dvc/plots/...): each file is staged as a hidden temporary beside its target
+(so each rename stays on one file system), each existing target is backed up by a hard link beside it, the
+renames follow, and a failure at any step puts every renamed target back and removes the folders it created.
+An existing file's mode can be kept (``modes``).
+
 Every file either function writes gets mode ``0o666`` less the process umask, as a plain ``open()`` would
 (0644 under the usual umask 022), so outputs are as readable as any other file the user writes.
 
@@ -95,6 +101,83 @@ def write_file_set(folder: Path, contents: Mapping[str, bytes]) -> dict[str, Pat
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return {name: folder / name for name in contents}
+
+
+def write_files(contents: Mapping[Path, bytes], *, modes: Mapping[Path, int] | None = None) -> None:
+    """Write ``{path: bytes}`` (files in any folders) as one set: all replaced, or none (module docstring).
+
+    Args:
+        contents: the files and their new bytes; missing folders are created (and removed again on failure).
+        modes: permission bits for some of the files (an existing file's, to keep it); the others get ``0o666``
+            less the umask.
+
+    Raises:
+        OSError: from any step; every target is then as it was, and no folder this call created is left.
+    """
+    created: list[Path] = []
+    temps: dict[Path, Path] = {}
+    backups: dict[Path, Path | None] = {}
+    done: list[Path] = []
+    try:
+        for target, data in contents.items():
+            _make_folders(target.parent, created)
+            temps[target] = _new_temp_file(target)
+            _write_durable(temps[target], data)
+            if modes and target in modes:
+                os.chmod(temps[target], modes[target])
+        for target in contents:
+            backups[target] = _backup_beside(target)
+        for target, tmp in temps.items():
+            os.replace(tmp, target)
+            done.append(target)
+        for folder in dict.fromkeys(t.parent for t in contents):
+            fsync_path(folder)
+    except BaseException:
+        _undo(done, backups)
+        _remove([*temps.values(), *(b for b in backups.values() if b is not None)], created)
+        raise
+    _remove([*temps.values(), *(b for b in backups.values() if b is not None)], [])
+
+
+def _make_folders(folder: Path, created: list[Path]) -> None:
+    """Create ``folder`` and its missing parents, outermost first, appending each to ``created`` as it is made."""
+    missing = []
+    while not folder.exists() and folder != folder.parent:
+        missing.append(folder)
+        folder = folder.parent
+    for path in reversed(missing):
+        path.mkdir()
+        created.append(path)
+
+
+def _remove(files: list[Path], folders: list[Path]) -> None:
+    """Remove leftover temporaries and backups, then the (now empty) ``folders``, innermost first."""
+    for path in files:
+        with contextlib.suppress(OSError):
+            path.unlink(missing_ok=True)
+    for folder in reversed(folders):
+        with contextlib.suppress(OSError):
+            folder.rmdir()
+
+
+def _backup_beside(target: Path) -> Path | None:
+    """A hard link (else a copy) of ``target`` under a fresh hidden name beside it; ``None`` when it is absent."""
+    if not target.exists() and not target.is_symlink():
+        return None
+    backup = _new_temp_file(target)
+    backup.unlink()
+    return _backup(target, backup)
+
+
+def _undo(done: list[Path], backups: dict[Path, Path | None]) -> None:
+    """Put the renamed targets back from their backups (or remove the ones that are new)."""
+    for target in reversed(done):
+        backup = backups.get(target)
+        with contextlib.suppress(OSError):
+            if backup is None:
+                target.unlink()
+            else:
+                os.replace(backup, target)
 
 
 def _write_durable(path: Path, data: bytes) -> None:

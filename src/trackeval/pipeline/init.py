@@ -5,32 +5,54 @@ Writes, in the repository root (``--root``, default the current folder), only wh
 - ``dvc.yaml``: one ``trackeval_evaluate_<evaluation>`` stage per unit (``foreach`` version), then
   ``trackeval_track`` and ``trackeval_gate`` (both ``always_changed``: the MLflow registry is outside DVC's
   view). The evaluate stage depends on the unit's inputs, so DVC runs it after the repository's own stage that
-  writes the predictions. An existing dvc.yaml keeps its stages and comments (DVC's own YAML round-trip); a
-  trackeval stage already there is refused without ``--force``.
+  writes the predictions. A trackeval stage already there is refused without ``--force``.
 - ``params.yaml``: the trackeval sections that are not there yet (``pipeline``: model name, versions, each
   evaluation's inputs with ``{version}`` placeholders; ``bootstrap``, ``tracking``, ``gate`` and the units'
-  sections with their defaults), appended as text, so the repository's own sections and comments stay.
+  sections with their defaults), appended; ``--force`` replaces only the ``pipeline`` section's lines.
 - ``.gitignore``: the local MLflow store, its lock, the case cache and the gate's machine-local verdict.
 - ``.github/workflows/trackeval.yml``: ``dvc repro`` then ``trackeval pipeline verdict`` (the job fails, at the
   step that prints why, when the candidate does not pass the gate).
 - ``.dvc/plots/trackeval_*.json``: Vega-Lite templates that keep the CIs (whiskers on bars, bands on lines, the
   readers' points on the ROC), and one ``plots:`` entry per evaluation in dvc.yaml using them.
 
-Nothing is overwritten without ``--force``; :func:`init` returns one line per file saying what it did.
+One transaction (issue 34): every file is planned and every input checked before anything is written (odd or
+malformed YAML is one :class:`~trackeval.errors.InputError` naming the file and line; a read-only file is refused
+without ``--force``; a file where a folder is needed is refused), then the changed files are written as one set
+(:func:`trackeval.io.atomic.write_files`), so on any failure nothing changed. The user's params.yaml and
+dvc.yaml are edited as text (:mod:`trackeval.pipeline.yaml_text`): their comments, anchors, quoting and values
+as DVC reads them (YAML 1.2) keep their bytes outside trackeval's entries, and the edit is read back (ruamel.yaml
+as DVC, PyYAML as trackeval) before it is written. Symbolic links are written through to their targets; modes
+are kept. :func:`init` returns one line per file saying what it did.
 """
 
 from __future__ import annotations
 
-import io
+import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
+from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from trackeval.errors import ConfigError
-from trackeval.io.atomic import atomic_path
+from trackeval.config.loader import load_yaml
+from trackeval.errors import ConfigError, InputError, TrackevalError
+from trackeval.io.atomic import write_files
+from trackeval.io.structured import read_limited
+from trackeval.pipeline.yaml_text import (
+    TextEdit,
+    child,
+    dump_block,
+    dump_items,
+    entries,
+    is_null,
+    items,
+    load_rt,
+    parse,
+    plain,
+)
 
 #: the trackeval stages' names in dvc.yaml (``trackeval_evaluate_<evaluation>`` besides these two)
 TRACK_STAGE, GATE_STAGE = "trackeval_track", "trackeval_gate"
@@ -44,6 +66,7 @@ PLOT_TEMPLATES = {
     "line": ("trackeval_line_ci", "{dimension}", "value"),
     "roc": ("trackeval_roc_readers", "fpr", "tpr"),
 }
+PARAMS, DVC = "params.yaml", "dvc.yaml"
 IGNORED = (".trackeval-cache/", "mlflow.db", "mlflow.db.trackeval.lock", "mlartifacts/", "work/gate/")
 #: the config sections every trackeval stage reads besides the units' own
 SHARED_SECTIONS = ("bootstrap", "tracking", "gate")
@@ -134,46 +157,153 @@ def _stages(p: Plan) -> dict[str, Any]:
     return stages
 
 
-def _write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_path(path) as tmp:
-        tmp.write_text(text, encoding="utf-8")
+@dataclass(frozen=True)
+class _Edit:
+    """One file init writes: its name as printed, where its bytes go (a symbolic link's target), its text now
+    (``None``: no file), the text init writes and the line it prints."""
+
+    shown: str
+    path: Path
+    old: str | None
+    new: str
+    line: str
 
 
-#: what init writes: ``(path, new text, the line it prints)``
-_Edit = tuple[Path, str, str]
+def _read(root: Path, name: str | Path) -> tuple[Path, str | None]:
+    """Where ``root/name``'s bytes live (a symbolic link's target: written through, never replaced) and its text
+    (``None`` when there is no file), bounded and UTF-8."""
+    path = root / name
+    try:
+        target = path.resolve() if path.is_symlink() else path
+    except (OSError, RuntimeError):
+        raise InputError("cannot resolve the symbolic link (a loop?)", file=str(name)) from None
+    if not target.exists():
+        return target, None
+    if not target.is_file():
+        raise InputError("not a regular file: trackeval init writes a file here", file=str(name))
+    try:
+        return target, read_limited(target).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"not UTF-8 text (byte {exc.start})", file=str(name)) from None
+
+
+def _append(text: str, block: str) -> str:
+    """``text`` unchanged, then a blank line and ``block`` (``block`` alone for an empty file)."""
+    if text and not text.endswith(("\n", "\r")):
+        text += "\n"
+    return text + ("\n" if text.strip() else "") + block
+
+
+def _trackeval_plot(item: Any, names: list[str]) -> bool:
+    return isinstance(item, dict) and bool(set(item) & set(names))
+
+
+def _check_kind(pair: tuple[ScalarNode, Node] | None, kind: type, what: str, name: str) -> None:
+    """A top-level ``stages``/``plots`` entry of dvc.yaml holds ``kind`` (or nothing)."""
+    if pair is None or is_null(pair[1]) or isinstance(pair[1], kind):
+        return
+    key, value = pair
+    got = f"the value {value.value}" if isinstance(value, ScalarNode) else f"a {type(value).__name__[:-4].lower()}"
+    raise InputError(
+        f"'{key.value}' on line {key.start_mark.line + 1} must be {what} (DVC's dvc.yaml format), not {got}",
+        file=name,
+        field=str(key.value),
+    )
+
+
+def _merge_stages(edit: TextEdit, pair, span, user: dict, ours: dict[str, Any], clash: list[str]) -> None:
+    """trackeval's stages at the end of ``stages:`` (the clashing ones removed first), the others' lines kept."""
+    if pair is None:
+        edit.insert(len(edit.lines), "stages:\n" + dump_block(ours, 2))
+        return
+    value = pair[1]
+    if is_null(value) or value.flow_style or not value.value:  # no lines to keep one by one
+        merged = {k: v for k, v in user.items() if k not in ours} | ours
+        edit.replace(*span, "stages:\n" + dump_block(merged, 2))
+        return
+    spans = entries(value, edit, stop=span[1])
+    for name in clash:
+        edit.delete(*spans[name])
+    edit.insert(max(end for _, end in spans.values()), dump_block(ours, value.value[0][0].start_mark.column))
+
+
+def _merge_plots(edit: TextEdit, pair, span, user: list, plots: list[dict[str, Any]], names: list[str]) -> None:
+    """trackeval's plots at the end of ``plots:`` (its earlier ones removed), the others' lines kept."""
+    if pair is None:
+        if plots:
+            edit.insert(len(edit.lines), "plots:\n" + dump_items(plots, 2))
+        return
+    value = pair[1]
+    if is_null(value) or value.flow_style or not value.value:
+        merged = [x for x in user if not _trackeval_plot(x, names)] + plots
+        edit.replace(*span, "plots:\n" + dump_items(merged, 2) if merged else "plots: []\n")
+        return
+    spans = items(value, edit, stop=span[1])
+    for (first, end, _), item in zip(spans, user, strict=True):
+        if _trackeval_plot(item, names):
+            edit.delete(first, end)
+    if plots:
+        edit.insert(max(end for _, end, _ in spans), dump_items(plots, spans[0][2]))
+
+
+def _dvc_text(text: str, node: Node, data: Any, p: Plan, force: bool) -> str:
+    """dvc.yaml's text with trackeval's stages and plots (see :func:`_dvc_yaml`)."""
+    if not isinstance(node, MappingNode) or node.flow_style:
+        raise InputError(f"must hold a block mapping at the top level (line {node.start_mark.line + 1})", file=DVC)
+    stages, plots = child(node, "stages"), child(node, "plots")
+    _check_kind(stages, MappingNode, "a mapping of stage names to stages", DVC)
+    _check_kind(plots, SequenceNode, "a list of plots", DVC)
+    ours, user_stages = _stages(p), dict(data.get("stages") or {})
+    clash = sorted(set(user_stages) & set(ours))
+    if clash and not force:
+        raise ConfigError(f"{DVC} already has stage(s) {clash}: run `trackeval init --force` to replace them")
+    edit = TextEdit(text)
+    top = entries(node, edit)
+    _merge_stages(edit, stages, top.get("stages"), user_stages, ours, clash)
+    new_plots = _plots(p)
+    _merge_plots(edit, plots, top.get("plots"), list(data.get("plots") or []), new_plots, _names(new_plots))
+    return edit.result()
+
+
+def _names(plots: list[dict[str, Any]]) -> list[str]:
+    return [n for d in plots for n in d]
 
 
 def _dvc_yaml(root: Path, p: Plan, force: bool) -> _Edit:
-    """``dvc.yaml`` with the trackeval stages added (created when missing), its stages and comments kept."""
+    """``dvc.yaml`` with the trackeval stages and plots added (created when missing). The file is edited as text
+    (:mod:`trackeval.pipeline.yaml_text`): the repository's stages, plots, comments and anchors keep their
+    bytes; a trackeval stage already there is refused without ``force``."""
+    path, old = _read(root, DVC)
+    ours, plots = _stages(p), _plots(p)
+    text = old or ""
+    node, data = parse(text, DVC) if text.strip() else (None, None)
+    if data is None:  # no file, an empty one, or comments only
+        new = _append(text, dump_block({"stages": ours, **({"plots": plots} if plots else {})}))
+    else:
+        new = _dvc_text(text, node, data, p, force)
+        names = _names(plots)
+        expect = dict(data) | {"stages": {k: v for k, v in (data.get("stages") or {}).items() if k not in ours} | ours}
+        if plots or "plots" in data:
+            expect["plots"] = [x for x in data.get("plots") or [] if not _trackeval_plot(x, names)] + plots
+        _verify(new, DVC, expect, keys=list(expect))
+    line = f"{DVC}: stages {', '.join(ours)}" + (f"; plots {', '.join(_names(plots))}" if plots else "")
+    return _Edit(DVC, path, old, new, line)
+
+
+def _verify(new: str, name: str, expect: dict[str, Any], keys: list[str], *, trackeval_reads: bool = False) -> None:
+    """The edited text reads back as meant: ``expect[key]`` for each of ``keys`` as ruamel.yaml (YAML 1.2, DVC)
+    reads it, and (``trackeval_reads``) as trackeval's own loader (PyYAML) reads it too."""
     try:
-        from ruamel.yaml import YAML
-    except ImportError as exc:  # DVC depends on ruamel.yaml: without it there is no DVC either
-        raise ConfigError("trackeval init needs DVC: pip install 'medtrackeval[demo]'") from exc
-    path = root / "dvc.yaml"
-    rt = YAML()
-    tree = rt.load(path.read_text(encoding="utf-8")) if path.exists() else None
-    tree = tree if tree is not None else {}
-    if not isinstance(tree, dict):
-        raise ConfigError(f"{path.name} must hold a mapping at the top level")
-    stages = tree.setdefault("stages", {})
-    ours = _stages(p)
-    clash = sorted(set(stages) & set(ours))
-    if clash and not force:
-        raise ConfigError(f"{path.name} already has stage(s) {clash}: run `trackeval init --force` to replace them")
-    for name, stage in ours.items():
-        stages[name] = stage
-    plots = _plots(p)
-    names = [n for d in plots for n in d]
-    theirs = [x for x in tree.get("plots") or [] if not (isinstance(x, dict) and set(x) & set(names))]
-    tree["plots"] = [*theirs, *plots]  # the repository's own plots stay, trackeval's are replaced
-    buf = io.StringIO()
-    rt.dump(tree, buf)
-    return (
-        path,
-        buf.getvalue(),
-        f"{path.name}: stages {', '.join(ours)}" + (f"; plots {', '.join(names)}" if names else ""),
-    )
+        views = [load_rt(new, name)] + ([load_yaml(new, where=name)] if trackeval_reads else [])
+    except (TrackevalError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{name}: trackeval's entries cannot be added without breaking the file ({exc})") from None
+    for view in views:
+        for key in keys:
+            if not isinstance(view, dict) or plain(view.get(key)) != plain(expect.get(key)):
+                raise ConfigError(
+                    f"{name}: adding trackeval's entries as text would change {key!r} as YAML reads it; "
+                    "nothing was written (please report this with the file)"
+                )
 
 
 def _plots(p: Plan) -> list[dict[str, Any]]:
@@ -220,42 +350,56 @@ def _default_sections(p: Plan) -> dict[str, Any]:
     return out
 
 
-def _read_params(path: Path, force: bool) -> tuple[str, dict[str, Any]]:
-    """``params.yaml``'s text and tree ("" and {} when missing). An existing ``pipeline`` section is refused
-    without ``force``; with it, the section is dropped (the file re-dumped without it: its comments are lost)."""
-    text = path.read_text(encoding="utf-8") if path.exists() else ""
-    tree = yaml.safe_load(text) if text.strip() else {}
-    if not isinstance(tree, dict):
-        raise ConfigError(f"{path.name} must hold a mapping at the top level")
-    if "pipeline" in tree:
-        if not force:
-            raise ConfigError(
-                f"{path.name} already has a 'pipeline' section: run `trackeval init --force` to replace it"
-            )
-        tree = {k: v for k, v in tree.items() if k != "pipeline"}
-        text = yaml.safe_dump(tree, sort_keys=False) if tree else ""
-    return text, tree
+#: the comment line above the sections init appends to params.yaml (removed with them by ``init --force``)
+PARAMS_HEADER = "# trackeval (trackeval init): its stages read these sections; docs/own-pipeline.md\n"
+
+
+def _without_pipeline(text: str, node: MappingNode) -> str:
+    """params.yaml's text without its ``pipeline`` section's lines (and init's comment line right above it)."""
+    if node.flow_style:
+        raise ConfigError(f"{PARAMS} is one flow mapping ({{...}}): write it in block style, then run init --force")
+    edit = TextEdit(text)
+    spans = entries(node, edit)
+    if "pipeline" not in spans:
+        raise ConfigError(f"{PARAMS}: the 'pipeline' section comes from a merge key (<<): remove it by hand")
+    first, end = spans["pipeline"]
+    if first > 0 and edit.lines[first - 1] == PARAMS_HEADER:
+        first -= 1
+    edit.delete(first, end)
+    return edit.result()
 
 
 def _params_yaml(root: Path, p: Plan, force: bool) -> _Edit:
-    """``params.yaml`` with the missing trackeval sections appended (created when missing); its text stays."""
-    path = root / "params.yaml"
-    text, tree = _read_params(path, force)
-    added = {k: v for k, v in _default_sections(p).items() if k not in tree}
-    block = "# trackeval (trackeval init): its stages read these sections; docs/own-pipeline.md\n"
-    block += yaml.safe_dump(added, sort_keys=False, default_flow_style=None)
-    new = (text.rstrip("\n") + "\n\n" if text.strip() else "") + block
-    kept = f" (kept yours: {', '.join(tree)})" if tree else ""
-    return path, new, f"{path.name}: sections {', '.join(added)}{kept}"
+    """``params.yaml`` with the missing trackeval sections appended (created when missing). Every byte of the
+    file stays but, with ``force``, the ``pipeline`` section's lines (an existing one is refused without it)."""
+    path, old = _read(root, PARAMS)
+    text = old or ""
+    node, data = parse(text, PARAMS) if text.strip() else (None, None)
+    if data is not None and not isinstance(data, dict):
+        raise InputError(f"must hold a mapping at the top level (line {node.start_mark.line + 1})", file=PARAMS)
+    data = data or {}
+    if "pipeline" in data:
+        if not force:
+            raise ConfigError(f"{PARAMS} already has a 'pipeline' section: run `trackeval init --force` to replace it")
+        text = _without_pipeline(text, node)
+    yours = [k for k in data if k != "pipeline"]
+    added = {k: v for k, v in _default_sections(p).items() if k not in yours}
+    new = _append(text, PARAMS_HEADER + dump_block(added, both_readers=True))
+    _verify(new, PARAMS, {**{k: data[k] for k in yours}, **added}, [*yours, *added], trackeval_reads=False)
+    _verify(new, PARAMS, added, list(added), trackeval_reads=True)
+    kept = f" (kept yours: {', '.join(map(str, yours))})" if yours else ""
+    return _Edit(PARAMS, path, old, new, f"{PARAMS}: sections {', '.join(added)}{kept}")
 
 
 def _gitignore(root: Path) -> _Edit:
-    path = root / ".gitignore"
-    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    path, old = _read(root, ".gitignore")
+    text = old or ""
     have = {line.strip() for line in text.splitlines()}
     missing = [line for line in IGNORED if line not in have]
     new = text + ("\n" if text and not text.endswith("\n") else "") + "".join(f"{m}\n" for m in missing)
-    return path, new, f".gitignore: {'added ' + ', '.join(missing) if missing else 'nothing missing'}"
+    return _Edit(
+        ".gitignore", path, old, new, f".gitignore: {'added ' + ', '.join(missing) if missing else 'nothing missing'}"
+    )
 
 
 def _workflow_text(p: Plan) -> str:
@@ -284,24 +428,69 @@ jobs:
 
 
 def _workflow(root: Path, p: Plan, force: bool) -> _Edit:
-    path = root / WORKFLOW
-    if path.exists() and not force:
-        return path, path.read_text(encoding="utf-8"), f"{WORKFLOW.as_posix()}: exists, kept (--force replaces it)"
-    return path, _workflow_text(p), f"{WORKFLOW.as_posix()}: written"
+    shown = WORKFLOW.as_posix()
+    path, old = _read(root, WORKFLOW)
+    if old is not None and not force:
+        return _Edit(shown, path, old, old, f"{shown}: exists, kept (--force replaces it)")
+    return _Edit(shown, path, old, _workflow_text(p), f"{shown}: written")
+
+
+def _templates(root: Path, force: bool) -> list[_Edit]:
+    """trackeval's plot templates in ``.dvc/plots/`` (an existing one that differs is kept without ``force``)."""
+    out = []
+    for src in sorted(TEMPLATES.glob("*.json")):
+        shown = f".dvc/plots/{src.name}"
+        path, old = _read(root, shown)
+        text = src.read_text(encoding="utf-8")
+        if old is not None and old != text and not force:
+            out.append(_Edit(shown, path, old, old, f"{shown}: differs, kept (--force)"))
+        else:
+            out.append(_Edit(shown, path, old, text, f"{shown}: written"))
+    return out
+
+
+def _modes(root: Path, changes: list[_Edit], force: bool) -> dict[Path, int]:
+    """The modes of the files init changes (kept); a read-only one is refused without ``force``, and a file
+    where a folder is needed is refused before anything is written."""
+    modes = {}
+    for e in changes:
+        if e.old is not None:
+            mode = stat.S_IMODE(e.path.stat().st_mode)
+            if (not mode & 0o222 or not os.access(e.path, os.W_OK)) and not force:
+                raise ConfigError(
+                    f"{e.shown} is read-only (mode {mode:04o}): trackeval init would change it; make it writable, "
+                    f"or pass --force (it is rewritten and keeps mode {mode:04o}); nothing was written"
+                )
+            modes[e.path] = mode
+            continue
+        folder = next(f for f in e.path.parents if f.exists() or f == f.parent)
+        if not folder.is_dir():
+            shown = folder.relative_to(root) if folder.is_relative_to(root) else folder
+            raise ConfigError(
+                f"{shown} is a file, not a folder: trackeval init needs a folder there for {e.shown}; "
+                "nothing was written"
+            )
+    return modes
 
 
 def init(root: Path, p: Plan, *, force: bool = False) -> list[str]:
     """Set up trackeval's stages in the repository at ``root`` (module docstring); one line per file.
 
+    One transaction: every file is planned and every input checked first, then the changed files are written
+    as one set (:func:`trackeval.io.atomic.write_files`: temporaries, then renames, undone on any failure), so
+    on any error nothing changed. Symbolic links are written through to their targets; modes are kept.
+
     Raises:
-        ConfigError: ``root`` is not a git repository, a file is not a YAML mapping, or a trackeval stage or
-            ``pipeline`` section exists (without ``force``). Nothing is written then.
+        ConfigError: ``root`` is not a git repository, a trackeval stage or ``pipeline`` section exists, a file
+            to change is read-only (all without ``force``), or a file stands where a folder is needed.
+        InputError: params.yaml or dvc.yaml is malformed or of the wrong shape (naming the file and line).
+        OSError: a write failed (every file is then as it was).
     """
     if not (root / ".git").exists():
         raise ConfigError(f"{root.resolve().name or root}: not a git repository (run `git init` and `dvc init` first)")
     edits = [_params_yaml(root, p, force), _dvc_yaml(root, p, force), _gitignore(root), _workflow(root, p, force)]
     edits += _templates(root, force)
-    for path, text, _ in edits:  # every check passed: now write
-        if not path.exists() or path.read_text(encoding="utf-8") != text:
-            _write(path, text)
-    return [line for _, _, line in edits]
+    changes = [e for e in edits if e.new != e.old]
+    modes = _modes(root, changes, force)
+    write_files({e.path: e.new.encode("utf-8") for e in changes}, modes=modes)
+    return [e.line for e in edits]
