@@ -78,6 +78,8 @@ def test_evaluate_write_track_in_an_active_run_compare_promote_verify(api_config
     assert comparison.unit == "umd" and comparison.rows[0].delta > 0
     would = trackeval.promote("seg", "improved", dry_run=True, config=cfg)
     assert would is not None and would.verdict == "pass"
+    by_number = trackeval.promote("seg", 2, dry_run=True, config=cfg)  # registry version 2, as `--candidate 2`
+    assert by_number is not None and by_number.verdict == "pass" and by_number.candidate == would.candidate
     assert str(client.get_registered_model("seg").aliases["champion"]) == "1"  # a dry run moves nothing
     decision = trackeval.promote("seg", "improved", config=cfg)
     assert decision.verdict == "pass"
@@ -88,3 +90,6 @@ def test_evaluate_write_track_in_an_active_run_compare_promote_verify(api_config
         trackeval.promote("seg", "improved", config=cfg)
     with pytest.raises(InputError, match="did you mean 'seg'"):
         trackeval.verify("sge", config=cfg)
+    with pytest.raises(InputError, match=r"or pass replace=True \(") as refused:  # Python's wording, not --replace
+        trackeval.track(tmp_path / "out_champion", version="improved", config=cfg)
+    assert "--replace" not in str(refused.value)

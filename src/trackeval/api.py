@@ -6,7 +6,8 @@ The CLI (``trackeval evaluate``) and the DVC pipeline both call :func:`evaluate`
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,62 @@ from trackeval.registry import unit, units
 from trackeval.results import BenchmarkResult
 from trackeval.spec import BenchmarkSpec
 
-__all__ = ["config_model", "evaluate", "gate_policies", "load_config", "unit_outputs", "validate_inputs"]
+__all__ = [
+    "check_argument",
+    "config_model",
+    "evaluate",
+    "gate_policies",
+    "load_config",
+    "unit_outputs",
+    "validate_inputs",
+]
+
+#: what a path argument may be
+PATH_TYPES = (str, os.PathLike)
+PATH = "a path (str or pathlib.Path)"
+CONFIG = "the configuration trackeval.load_config(...) returns, or None (the defaults)"
+
+
+def check_argument(
+    function: str, parameter: str, value: Any, types: type | tuple[type, ...], accepts: str, *, none: bool = False
+) -> None:
+    """The Python API's boundary check: a :class:`TypeError` naming ``trackeval.<function>``'s ``parameter``
+    and what it ``accepts`` unless ``value`` is one of ``types`` (or ``None``, with ``none``). A bool is never
+    taken for an int.
+
+    >>> check_argument("promote", "model", None, str, "a registered model name (str)")
+    Traceback (most recent call last):
+    TypeError: trackeval.promote(): model must be a registered model name (str), not None
+    """
+    wanted = types if isinstance(types, tuple) else (types,)
+    if (value is None and none) or (isinstance(value, wanted) and not (isinstance(value, bool) and bool not in wanted)):
+        return
+    shown = "None" if value is None else f"{type(value).__name__} {_short(value)}"
+    raise TypeError(f"trackeval.{function}(): {parameter} must be {accepts}, not {shown}")
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def check_config(function: str, config: Any) -> None:
+    """``config`` is an :class:`EvalConfig` (what :func:`load_config` returns) or ``None``."""
+    check_argument(function, "config", config, EvalConfig, CONFIG, none=True)
+
+
+def _check_overrides(overrides: Any) -> None:
+    if overrides is None:
+        return
+    accepts = "a list of 'key=value' strings, or None"
+    if isinstance(overrides, str | bytes) or not isinstance(overrides, Sequence):
+        hint = " (one override is a list of one: [...])" if isinstance(overrides, str) else ""
+        raise TypeError(
+            f"trackeval.load_config(): overrides must be {accepts}{hint}, "
+            f"not {type(overrides).__name__} {_short(overrides)}"
+        )
+    for i, item in enumerate(overrides):
+        check_argument("load_config", f"overrides[{i}]", item, str, "a 'key=value' string")
 
 
 @functools.cache
@@ -38,8 +94,14 @@ def load_config(path: Path | str | None = None, overrides: list[str] | None = No
     >>> cfg = load_config(None, ["umd.nsd_tolerance_mm=2"])
     >>> cfg.umd.nsd_tolerance_mm, cfg.bootstrap.n_resamples
     (2.0, 1000)
+
+    Raises:
+        TypeError: ``path`` is not a path or None, ``overrides`` not a list of strings (a single string included).
+        ConfigError: a bad value or key in the file or an override.
     """
-    return parse_config(config_model(), Path(path) if path is not None else None, overrides)
+    check_argument("load_config", "path", path, PATH_TYPES, f"{PATH} to a params file, or None", none=True)
+    _check_overrides(overrides)
+    return parse_config(config_model(), Path(path) if path is not None else None, list(overrides or []))
 
 
 def validate_inputs(spec: BenchmarkSpec, inputs: BaseModel | Mapping[str, Any]) -> BaseModel:
@@ -74,6 +136,7 @@ def evaluate(
         model: ``{"name": ..., "version": ...}`` recorded in the results (optional).
 
     Raises:
+        TypeError: an argument of the wrong type, naming it and what it accepts.
         trackeval.errors.TrackevalError: bad inputs or configuration, with the file, case and field.
 
     Example (the bundled real UMD example: chest CT organ labels of three subjects, CT and PET)::
@@ -88,7 +151,16 @@ def evaluate(
         >>> 0.0 < result.aggregates["umd/dsc"].value < 1.0
         True
     """
+    check_argument("evaluate", "name", name, str, "a benchmark unit's name (str) such as 'umd' or 'xray/cls'")
     spec = unit(name)
+    fields = ", ".join(f"{f!r}: ..." for f in spec.inputs.model_fields)
+    check_argument(
+        "evaluate", "inputs", inputs, (BaseModel, Mapping), f"{spec.name}'s inputs as a mapping ({{{fields}}})"
+    )
+    check_config("evaluate", config)
+    check_argument("evaluate", "model", model, Mapping, "a mapping {'name': ..., 'version': ...}, or None", none=True)
+    for key, value in (model or {}).items():
+        check_argument("evaluate", f"model[{key!r}]", value, str, "a str")
     checked = validate_inputs(spec, inputs)
     cfg = config if config is not None else load_config()
     if not hasattr(cfg, spec.config_section):

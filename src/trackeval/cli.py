@@ -40,7 +40,7 @@ from trackeval.commands import evaluate as evaluate_commands
 from trackeval.commands import leaderboard as leaderboard_commands
 from trackeval.commands import pipeline as pipeline_commands
 from trackeval.commands import tracking as tracking_commands
-from trackeval.errors import DEBUG_ENV, debug_from_env, report_failure
+from trackeval.errors import DEBUG_ENV, cli_caller, debug_from_env, report_failure
 from trackeval.io.redact import install_log_filter, redact, redacted_output
 
 #: MLflow's own loggers (``alembic``: its database migrations): WARNING unless ``--debug`` (:func:`log_levels`)
@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     (:func:`trackeval.interactive.loop.call_model` reports it as a model error).
     """
     argv = sys.argv[1:] if argv is None else [str(a) for a in argv]
-    with redacted_output():
+    with redacted_output(), cli_caller():  # errors name the CLI's options (--replace), not keyword arguments
         return _main(argv)
 
 

@@ -3,14 +3,56 @@ that reaches a command-line boundary to an exit status and one line (:func:`repo
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
+import re
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+
+#: who is calling: ``python`` (the library, the default) or ``cli`` (set by :func:`trackeval.cli.main` while a
+#: command runs, :func:`cli_caller`). Messages are written once, naming the CLI's options; :func:`spoken` says
+#: them the way the caller passes that option.
+CALLER: contextvars.ContextVar[str] = contextvars.ContextVar("trackeval_caller", default="python")
+#: the CLI's options in messages, and how a Python caller passes the same thing (the first match wins)
+PYTHON_SPELLING = (
+    ("--model-name and --model-version", "model= and version="),
+    ("--workers 1", "engine.workers=1"),
+    ("in the --set value", "in the override"),
+    ("--set", "override"),
+    ("--replace", "replace=True"),
+    ("--dry-run", "dry_run=True"),
+    ("--trusted-key", "trusted_keys="),
+)
+_SPELLING = re.compile("|".join(rf"(?<![\w-]){re.escape(flag)}(?![\w-])" for flag, _ in PYTHON_SPELLING))
+
+
+@contextlib.contextmanager
+def cli_caller() -> Iterator[None]:
+    """While the block runs, messages name the CLI's options (``--replace``), not keyword arguments."""
+    token = CALLER.set("cli")
+    try:
+        yield
+    finally:
+        CALLER.reset(token)
+
+
+def spoken(message: str) -> str:
+    """``message`` as the caller passes options: as written (the CLI's flags) for the CLI, with each of
+    :data:`PYTHON_SPELLING`'s flags in its Python spelling (``pass replace=True``) for a Python caller."""
+    if CALLER.get() == "cli":
+        return message
+    python = dict(PYTHON_SPELLING)
+    return _SPELLING.sub(lambda m: python[m.group(0)], message)
 
 
 class TrackevalError(Exception):
-    """Base class of every error trackeval raises on purpose (exit code 2 in the CLI)."""
+    """Base class of every error trackeval raises on purpose (exit code 2 in the CLI). Its text names options
+    the way the caller passes them (:func:`spoken`)."""
+
+    def __str__(self) -> str:
+        return spoken(super().__str__())
 
 
 class InputError(TrackevalError):
@@ -36,7 +78,8 @@ class InputError(TrackevalError):
         where = [
             f"{k}={_printable(v)}" for k, v in (("file", self.file), ("case", self.case_id), ("field", self.field)) if v
         ]
-        return f"{self.message} [{', '.join(where)}]" if where else self.message
+        message = spoken(self.message)
+        return f"{message} [{', '.join(where)}]" if where else message
 
     def __reduce__(self):  # picklable across process pools, subclasses included
         return (_rebuild_input_error, (type(self), self.message, self.file, self.case_id, self.field))

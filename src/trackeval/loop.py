@@ -51,6 +51,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from trackeval.api import PATH, PATH_TYPES, check_argument, check_config
 from trackeval.config import EvalConfig
 from trackeval.gate.compare import BenchmarkComparison
 from trackeval.gate.decide import Decision
@@ -90,12 +91,35 @@ def write_results(result: BenchmarkResult, folder: str | Path) -> dict[str, Path
     >>> sorted(p.name for p in files.values())
     ['cases.parquet', 'metrics.json', 'results.json']
     """
+    check_argument("write_results", "result", result, BenchmarkResult, "the result trackeval.evaluate(...) returns")
+    check_argument("write_results", "folder", folder, PATH_TYPES, PATH)
     return write_outputs(result, Path(folder))
+
+
+RESULTS = "a result of trackeval.evaluate, a results folder (str or pathlib.Path), or a list of them"
+#: a model version as the CLI takes it: a name, or a registry version number (``2``)
+VERSION_TYPES = (str, int)
+
+
+def _version(function: str, parameter: str, value: str | int | None, *, none: bool = False) -> str | None:
+    """``value`` as the CLI would read it (``2`` -> ``"2"``), after the type check."""
+    accepts = "a version name (str) or a registry version number (int)"
+    check_argument(function, parameter, value, VERSION_TYPES, accepts + (", or None" if none else ""), none=none)
+    return None if value is None else str(value)
+
+
+def _model(function: str, model: str | None, *, none: bool = False) -> None:
+    check_argument(
+        function, "model", model, str, "a registered model name (str)" + (", or None" if none else ""), none=none
+    )
 
 
 def _folders(results: BenchmarkResult | str | Path | Sequence[str | Path], scratch: Path) -> list[Path]:
     """Results folders to track: each folder as given; a result object written into ``scratch`` first."""
     items = results if isinstance(results, (list, tuple)) else [results]
+    for i, item in enumerate(items):
+        where = f"results[{i}]" if items is results else "results"
+        check_argument("track", where, item, (BenchmarkResult, *PATH_TYPES), RESULTS)
     out = []
     for i, item in enumerate(items):
         if isinstance(item, BenchmarkResult):
@@ -126,6 +150,10 @@ def track(
     """
     import mlflow
 
+    _model("track", model, none=True)
+    version = _version("track", "version", version, none=True)
+    check_config("track", config)
+    check_argument("track", "replace", replace, bool, "True or False")
     cfg = _config(config)
     active = mlflow.active_run()
     named = {k: v for k, v in (("name", model), ("version", version)) if v}
@@ -167,24 +195,35 @@ def compare(a: str | Path, b: str | Path, *, config: EvalConfig | None = None) -
     from trackeval.api import gate_policies
     from trackeval.tracking.evidence import compare_refs
 
+    for name, ref in (("a", a), ("b", b)):
+        check_argument("compare", name, ref, PATH_TYPES, "'NAME@ALIAS', 'NAME/VERSION', a run id or a results folder")
+    check_config("compare", config)
     cfg = _config(config)
     comparisons, _ = compare_refs(Mlflow(cfg.tracking), str(a), str(b), cfg.gate, gate_policies(cfg))
     return comparisons
 
 
-def promote(model: str, candidate: str, *, dry_run: bool = False, config: EvalConfig | None = None) -> Decision | None:
-    """Gate ``candidate`` (a version name such as ``v2``, or ``@challenger``) against ``model@champion`` as
+def promote(
+    model: str, candidate: str | int, *, dry_run: bool = False, config: EvalConfig | None = None
+) -> Decision | None:
+    """Gate ``candidate`` (a version name such as ``v2``, a registry version number such as ``2`` as the CLI's
+    ``--candidate 2``, or ``@challenger``) against ``model@champion`` as
     ``trackeval promote`` does: on pass the aliases move (``@previous`` <- old champion, ``@champion`` <-
     candidate); pass or fail, the decision is recorded. ``dry_run``: the decision that would be taken, nothing
     recorded or moved (None when the candidate is already the champion and has no ``@previous``).
 
     Raises:
+        TypeError: an argument of the wrong type, naming it and what it accepts.
         InputError: no such model or version, or the candidate is already the champion (not with ``dry_run``).
     """
     from trackeval.api import gate_policies
     from trackeval.tracking.promotion import dry_run_decision
     from trackeval.tracking.promotion import promote as promote_version
 
+    _model("promote", model)
+    candidate = _version("promote", "candidate", candidate)
+    check_argument("promote", "dry_run", dry_run, bool, "True or False")
+    check_config("promote", config)
     cfg = _config(config)
     ml = Mlflow(cfg.tracking)
     if dry_run:
@@ -201,11 +240,14 @@ def verify(
     the config's ``gate.trusted_keys``; with none, signatures are not checked and each status says unsigned.
 
     Raises:
+        TypeError: ``model`` is not a str, ``config`` not a configuration.
         InputError: no such model, or a trusted key file that cannot be read.
     """
     from trackeval.attest.keys import load_trusted
     from trackeval.tracking.verification import verify_aliases
 
+    _model("verify", model)
+    check_config("verify", config)
     cfg = _config(config)
     trusted = load_trusted([*cfg.gate.trusted_keys, *(str(k) for k in trusted_keys)])
     return verify_aliases(Mlflow(cfg.tracking), model, trusted)
