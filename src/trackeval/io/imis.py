@@ -34,7 +34,6 @@ keeps those targets on the label grid too (``LoadedCase.label_masks``: IMIS-Benc
 from __future__ import annotations
 
 import io
-import json
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -43,7 +42,7 @@ import numpy as np
 
 from trackeval.benchmarks.imis_config import IMISConfig
 from trackeval.errors import ConfigError, InputError
-from trackeval.io.files import read_bytes
+from trackeval.io.files import decode_text
 from trackeval.io.hashing import sha256_bytes, sha256_files, sha256_text
 from trackeval.io.images import check_npz_members, load_image
 from trackeval.io.imis_grid import resize_nearest
@@ -63,6 +62,7 @@ from trackeval.io.layouts import Layout, choose, layout_digest
 from trackeval.io.limits import check_voxels
 from trackeval.io.nifti import check_same_grid, read_bytes_digest, read_image, read_label_map
 from trackeval.io.paths import check_case_id, resolve_inside
+from trackeval.io.structured import parse_json, read_limited
 from trackeval.io.tables import read_csv_rows
 from trackeval.results import key_token
 
@@ -178,7 +178,7 @@ def _volume_cases(root: Path, layout: str, cfg: IMISConfig) -> tuple[list[IMISCa
 def _imis_cases(root: Path, cfg: IMISConfig) -> tuple[list[IMISCase], str]:
     """The cases of the ``cfg.split`` list of ``root/dataset.json`` (IMIS layout) and the file's sha256."""
     path = root / DATASET_JSON
-    raw = read_bytes(path)
+    raw = read_limited(path)
     meta = _dataset_meta(raw, path)
     targets = _label_targets(meta, path)
     modality = meta.get("modality", {})
@@ -196,10 +196,7 @@ def _imis_cases(root: Path, cfg: IMISConfig) -> tuple[list[IMISCase], str]:
 
 def _dataset_meta(raw: bytes, path: Path) -> dict:
     """The JSON object of dataset.json's bytes (UTF-8, a BOM tolerated); :class:`InputError` otherwise."""
-    try:
-        meta = json.loads(raw.decode("utf-8-sig"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(f"not valid JSON: {exc}", file=str(path)) from exc
+    meta = parse_json(decode_text(raw, file=path), file=path)
     if not isinstance(meta, dict):
         raise InputError("top level must be an object", file=str(path))
     return meta
