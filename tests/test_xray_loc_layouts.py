@@ -411,3 +411,18 @@ def test_roboflow_yaml_as_published(tmp_path):
     assert _agg(res, "xray/loc/map_50/by_category/positive") == pytest.approx(1.0)
     assert res["aggregates"]["xray/loc/map_50/by_category/negative"]["n_valid"] == 0  # no truth: undefined
     assert res["summary"]["n_categories"] == 2
+
+
+def test_ms_cxr_boxes_must_lie_inside_their_image(tmp_path, capsys):
+    """MS-CXR's image_width/image_height bound the boxes of truth and predictions alike (COCO's convention, as
+    for COCO files): a box past the edge, e.g. normalised or in another image's pixels, is one line naming the row."""
+    head = ["dicom_id", "label_text", "x", "y", "w", "h"]
+    gt = _csv(tmp_path / "ms.csv", MS_CXR_HEADER, _ms_rows())
+    pred = _csv(tmp_path / "p.csv", head, [["d1", "enlarged heart", 90, 30, 20, 20]])  # x + w = 110 > 100
+    fail_line(capsys, "loc", gt, pred, tmp_path / "o1", "row 1: bbox", "outside its 100 x 80 image", "p.csv")
+    edge = _csv(tmp_path / "p.csv", head, [["d1", "enlarged heart", 80.5, 59.5, 20, 21]])  # within 1 px: kept
+    assert run_task("loc", gt, edge, tmp_path / "o2")["summary"]["n_phrases"] == 4
+    bad = _ms_rows()
+    bad[3][7] = 95  # d2 (90 x 90): y + h = 95
+    gt = _csv(tmp_path / "ms.csv", MS_CXR_HEADER, bad)
+    fail_line(capsys, "loc", gt, pred, tmp_path / "o3", "row 4: bbox", "outside its 90 x 90 image", "ms.csv")

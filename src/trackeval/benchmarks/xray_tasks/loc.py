@@ -50,6 +50,7 @@ from trackeval.benchmarks.xray_tasks.loc_layouts import (
     MS_CXR_PRED_COLUMNS,
     Phrase,
     Truth,
+    check_inside,
     is_ms_cxr,
     is_yolo,
     is_yolo_predictions,
@@ -94,32 +95,6 @@ def _bbox(entry: dict[str, Any], *, file: str, where: str) -> list[float]:
     if w < 0 or h < 0:
         raise InputError(f"{where}: bbox width and height must be >= 0, got {box}", file=file, field="bbox")
     return [x, y, w, h]
-
-
-#: how far (pixels) a box may reach past the image's edge (rounding of exported coordinates)
-EDGE_TOLERANCE = 1.0
-
-
-def check_inside(box: list[float], size: tuple[float, float] | None, *, file: str, where: str) -> list[float]:
-    """COCO's convention, on truth and predictions alike: an ``[x, y, w, h]`` box in pixels lies inside its image
-    ``size`` ``(width, height)`` (within :data:`EDGE_TOLERANCE`); None: the size is not known, not checked.
-
-    Raises:
-        InputError: naming ``file``, the entry and the image size (normalised or misplaced coordinates).
-    """
-    if size is None:
-        return box
-    x, y, w, h = box
-    width, height = size
-    tol = EDGE_TOLERANCE
-    if x < -tol or y < -tol or x + w > width + tol or y + h > height + tol:
-        raise InputError(
-            f"{where}: bbox {box} reaches outside its {width:g} x {height:g} image (COCO boxes are pixels "
-            "[x, y, w, h] inside the image)",
-            file=file,
-            field="bbox",
-        )
-    return box
 
 
 def _image_sizes(images: list[dict[str, Any]]) -> dict[Any, tuple[float, float]]:

@@ -60,7 +60,8 @@ class Phrase:
 class Truth:
     """Ground truth in the task's COCO structures: sorted image ids, ``{category id: name}`` (tokens are made by
     the task), annotations (``id, image_id, category_id, bbox`` in pixels), the MS-CXR phrases (empty for
-    YOLO), the YOLO pixel sizes ``{stem: (width, height)}`` and the digest of what was read."""
+    YOLO), the images' pixel sizes ``{image id: (width, height)}`` (YOLO: from the image headers; MS-CXR: its
+    ``image_width``/``image_height`` columns) and the digest of what was read."""
 
     images: list[Any]
     names: dict[Any, str]
@@ -314,6 +315,42 @@ def load_yolo_predictions(path: Path, truth: Truth) -> list[dict[str, Any]]:
 # ---------------------------------------------------------------- MS-CXR
 
 
+#: how far (pixels) a box may reach past the image's edge (rounding of exported coordinates)
+EDGE_TOLERANCE = 1.0
+
+
+def check_inside(box: list[float], size: tuple[float, float] | None, *, file: str, where: str) -> list[float]:
+    """COCO's convention, on truth and predictions alike: an ``[x, y, w, h]`` box in pixels lies inside its image
+    ``size`` ``(width, height)`` (within :data:`EDGE_TOLERANCE`); None: the size is not known, not checked.
+
+    Raises:
+        InputError: naming ``file``, the entry and the image size (normalised or misplaced coordinates).
+    """
+    if size is None:
+        return box
+    x, y, w, h = box
+    width, height = size
+    tol = EDGE_TOLERANCE
+    if x < -tol or y < -tol or x + w > width + tol or y + h > height + tol:
+        raise InputError(
+            f"{where}: bbox {box} reaches outside its {width:g} x {height:g} image (COCO boxes are pixels "
+            "[x, y, w, h] inside the image)",
+            file=file,
+            field="bbox",
+        )
+    return box
+
+
+def _ms_size(row: dict[str, str]) -> tuple[float, float] | None:
+    """``(width, height)`` of an MS-CXR row's image (``image_width``, ``image_height``), None when the file has no
+    such columns or they do not hold positive finite numbers (the box is then not checked against the image)."""
+    try:
+        size = (float(row["image_width"]), float(row["image_height"]))
+    except (KeyError, ValueError):
+        return None
+    return size if all(math.isfinite(v) and v > 0 for v in size) else None
+
+
 def _ms_box(row: dict[str, str], *, file: Path, line: int) -> list[float]:
     box = []
     for name in ("x", "y", "w", "h"):
@@ -352,8 +389,12 @@ def load_ms_cxr_truth(path: Path, split: str) -> Truth:
     phrases: dict[tuple[str, str], Phrase] = {}
     per_image: dict[str, int] = defaultdict(int)
     anns = []
+    sizes: dict[str, tuple[float, float]] = {}
     for line, r in rows:
-        box = _ms_box(r, file=path, line=line)
+        size = _ms_size(r)
+        if size is not None:
+            sizes[r["dicom_id"]] = size
+        box = check_inside(_ms_box(r, file=path, line=line), size, file=str(path), where=f"row {line}")
         key = (r["dicom_id"], r["label_text"])
         if key not in phrases:
             phrases[key] = Phrase(r["dicom_id"], per_image[r["dicom_id"]], r["label_text"], cat_of[r["category_name"]])
@@ -366,7 +407,7 @@ def load_ms_cxr_truth(path: Path, split: str) -> Truth:
         anns.append({"id": line, "image_id": r["dicom_id"], "category_id": cat_of[r["category_name"]], "bbox": box})
     names = {i + 1: n for i, n in enumerate(cat_names)}
     digest = sha256_text(_sha(read_bytes(path)), f"split:{split}")
-    return Truth(sorted(per_image), names, anns, digest, phrases=list(phrases.values()))
+    return Truth(sorted(per_image), names, anns, digest, phrases=list(phrases.values()), sizes=sizes)
 
 
 def load_ms_cxr_predictions(path: Path, truth: Truth) -> tuple[list[dict[str, Any]], dict[int, list[list[float]]]]:
@@ -384,7 +425,8 @@ def load_ms_cxr_predictions(path: Path, truth: Truth) -> tuple[list[dict[str, An
                 case_id=r["dicom_id"],
                 field="label_text",
             )
-        box = _ms_box(r, file=path, line=line)
+        size = truth.sizes.get(r["dicom_id"])
+        box = check_inside(_ms_box(r, file=path, line=line), size, file=str(path), where=f"row {line}")
         grounding[k].append(box)
         if has_score:
             score = _finite(r.get("score", ""), file=path, case=r["dicom_id"])
