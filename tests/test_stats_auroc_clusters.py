@@ -172,7 +172,7 @@ def test_duplicating_each_patients_studies_keeps_the_headline_and_finding_widths
 
 
 def test_duplicating_each_patients_studies_keeps_the_gate_widths(cohort):
-    _, _, _, files = cohort
+    files = cohort[3]
     cfg = _cfg()
     rows = {}
     for copies in (1, COPIES):
@@ -183,6 +183,12 @@ def test_duplicating_each_patients_studies_keeps_the_gate_widths(cohort):
         assert comp.method == "delong" and comp.reference == "t" and not comp.problems
         rows[copies] = {r.key: r for r in comp.rows}
     assert set(rows[1]) == {"xray/cls/auroc", *(f"xray/cls/auroc/by_finding/{tok}" for tok in TOKENS)}
+    # every row on its t reference: a finding's patients with a positive / a negative, the headline the smallest
+    sizes, y, _, _ = cohort
+    codes = np.repeat(np.arange(sizes.size), sizes)
+    dfs = [auc_df(y[:, j], codes) for j in range(2)]
+    assert [rows[1][f"xray/cls/auroc/by_finding/{tok}"].df for tok in TOKENS] == dfs
+    assert rows[1]["xray/cls/auroc"].df == min(dfs) and 10 < min(dfs) < N_PATIENTS
     for key, row in rows[1].items():
         dup = rows[COPIES][key]
         # the same patients: the same clusters and degrees of freedom
