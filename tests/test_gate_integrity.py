@@ -162,12 +162,12 @@ def test_verify_detects_an_alias_moved_outside_the_gate_and_changed_evidence(sto
 
     client.set_registered_model_alias("seg", "champion", "2")  # by hand: the gate rejected it
     rc, out, _ = _verify(sets, capsys)
-    assert rc == 1 and out == "@champion -> version 2 (organ_regress): moved outside the gate\n"
+    assert rc == 1 and out == "@champion -> version 2 (organ_regress): moved outside the gate [unsigned]\n"
 
     client.set_registered_model_alias("seg", "champion", "1")
     client.set_registered_model_alias("seg", "previous", "2")
     rc, out, _ = _verify(sets, capsys)
-    assert rc == 1 and out == "@previous -> version 2 (organ_regress): moved outside the gate\n"
+    assert rc == 1 and out == "@previous -> version 2 (organ_regress): moved outside the gate [unsigned]\n"
     client.delete_registered_model_alias("seg", "previous")
 
     # the champion's evaluation artifact overwritten after the decision: its evidence no longer holds
@@ -425,5 +425,5 @@ def test_pipeline_verdict_runs_verify(store, versions, tmp_path, capsys):  # noq
     client.set_registered_model_alias("seg", "previous", "2")  # by hand
     assert main(verdict) == 1
     captured = capsys.readouterr()
-    assert "@previous -> version 2 (organ_regress): moved outside the gate\n" in captured.out
+    assert "@previous -> version 2 (organ_regress): moved outside the gate [unsigned]\n" in captured.out
     assert "do not rest on evidence that passed the gate" in captured.err

@@ -134,7 +134,7 @@ def _holding(
     not hold (its record disagrees with itself or is not signed by a trusted key, or its evidence changed)."""
     decisions = _passing_decisions(ml, name, version)
     if not decisions:
-        return None, None, "moved outside the gate (no passing decision of this version made it champion)"
+        return None, None, "moved outside the gate"
     problems = []
     for run in decisions:
         try:
