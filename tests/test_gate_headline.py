@@ -126,8 +126,9 @@ def test_a_small_sample_says_it_cannot_resolve_the_margin(tmp_path):
     v1 = _evaluate(tmp_path, 3, "v1", cfg)
     v3 = _evaluate(tmp_path, 3, "v3", cfg)
     d = _decide(v3, v1, cfg)
-    [note] = d.notes
+    note, guard = d.notes  # at 3 subjects the worst-group guard cannot refuse a group either
     assert note.startswith("umd: 3 subjects cannot resolve margin 0.001 at the observed spread; about ")
+    assert guard.startswith("worst-group guard: at 3 clusters the smallest p-value 1000 resamples can give is")
     head = d.comparisons[0].rows[0]
     half = (head.ci95_high - head.ci95_low) / 2
     assert int(note.rsplit("about ", 1)[1].split()[0]) == int(np.ceil(3 * (half / 0.001) ** 2)) + 1

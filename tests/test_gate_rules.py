@@ -14,6 +14,7 @@ import math
 import numpy as np
 import pytest
 from scipy.stats import norm
+from scipy.stats import t as t_dist
 
 from tests.test_gate_compare import facts
 from trackeval.config import GateConfig
@@ -35,6 +36,7 @@ from trackeval.gate.decide import (
     audit_problems,
     compare_unit,
     decide,
+    guard_resolution_note,
     n_missing,
     resolution_note,
 )
@@ -868,3 +870,34 @@ def test_a_corpus_headline_is_kept_for_its_own_metric_only():
     # read back: equal but for the function, which a record cannot hold
     back = UnitPolicy.model_validate_json(json.dumps(rec))
     assert back.corpus is None and back == p["cb/loc"].model_copy(update={"corpus": None})
+
+
+def _group_comparison(n_groups: int, n_units: int, method: str = "paired_bootstrap") -> BenchmarkComparison:
+    rows = [
+        DeltaRow(unit="toy", key=f"toy/dsc/by_organ/o{i}", dimension="organ", group=f"o{i}", candidate=0.5,
+                 baseline=0.9, delta=-0.4, ci95_low=-0.45, ci95_high=-0.35, n_pairs=2 * n_units, n_units=n_units)
+        for i in range(n_groups)
+    ]  # fmt: skip
+    return BenchmarkComparison(
+        unit="toy", metric="toy/dsc", method=method, cluster="subject_id", interval="expanded_percentile",
+        candidate_label="v2", baseline_label="v1", n_cases=2 * n_units, problems=[], rows=rows,
+    )  # fmt: skip
+
+
+def test_guard_note_says_when_no_group_can_be_refused_and_what_would_let_one_be():
+    """At 6 subjects the smallest bootstrap p-value is the expanded 1/B: with 5 groups Holm's first step needs
+    p <= 0.01, reached from B = 8783 on (found here by scanning scipy's t and normal, not the product's inverse)."""
+    smallest = [t_dist.cdf(norm.ppf(1 / b) / math.sqrt(6 / 5), 5) for b in range(8700, 8900)]
+    need = 8700 + next(i for i, p in enumerate(smallest) if p <= 0.01)
+    five = [_group_comparison(5, 6)]
+    note = guard_resolution_note(five, 5, GateConfig(n_resamples=need - 1))
+    assert note is not None and f"gate.n_resamples >= {need} would let one be" in note
+    assert "at 6 clusters" in note and "holm over 5 groups" in note and "above the 0.0100" in note
+    assert guard_resolution_note(five, 5, GateConfig(n_resamples=need)) is None
+    # 15 groups (13 organs + 2 modalities) at 6 subjects: ~1.9 million resamples; the note asks for subjects
+    fifteen = guard_resolution_note([_group_comparison(15, 6)], 15, GateConfig(n_resamples=2000))
+    assert fifteen is not None and fifteen.endswith("(more subjects)")
+    assert guard_resolution_note([_group_comparison(15, 30)], 15, GateConfig(n_resamples=2000)) is None
+    # no floor for DeLong groups; nothing to refuse under the non-inferiority guard
+    assert guard_resolution_note([_group_comparison(5, 6, "delong")], 5, GateConfig(n_resamples=100)) is None
+    assert guard_resolution_note(five, 5, GateConfig(n_resamples=100, group_test="noninferiority")) is None
