@@ -73,7 +73,7 @@ def test_square_area_and_degenerate_inputs():
 
 
 _PEAK = """
-import resource, sys
+import sys
 import numpy as np
 from trackeval.io.polygons import fill_polygon
 n = 200_000
@@ -82,10 +82,12 @@ t = np.linspace(0, 2 * np.pi, n, endpoint=False)
 # spans all 512 rows (vertices x rows = 102 M crossings for the old crossing matrix: 800 MB of float64)
 rib = np.stack([256 + 200 * np.cos(t), 256 + 30 * np.sin(t)], axis=1)
 zig = np.stack([np.linspace(0, 511, n), np.where(np.arange(n) % 2, 511.9, 0.1)], axis=1)
-base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+def hwm():  # this process's peak RSS (kB): VmHWM is per address space; ru_maxrss survives exec from the parent
+    return next(int(x.split()[1]) for x in open("/proc/self/status") if x.startswith("VmHWM:"))
+base = hwm()
 a = fill_polygon(rib, 512, 512)
 b = fill_polygon(zig, 512, 512)
-print(base, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+print(base, hwm())
 np.save(sys.argv[1], np.stack([a, b]))
 np.save(sys.argv[2], np.stack([rib, zig]))
 """

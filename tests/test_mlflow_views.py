@@ -103,7 +103,7 @@ def test_version_description_tags_and_comparison_tables(store, evaluated, tmp_pa
 @needs_chromium
 def test_registered_version_page_and_decision_table_in_chromium(evaluated, served, tmp_path):  # noqa: F811
     url = served
-    _track_and_gate(evaluated, ["--set", "tracking.backoff_s=0.05", "--set", "gate.n_resamples=500"])
+    _track_and_gate(evaluated, ["--set", "tracking.backoff_s=0.05", "--set", "gate.n_resamples=20000"])
     client = MlflowClient(tracking_uri=url, registry_uri=url)
     run_id = client.get_model_version("seg", "2").tags["trackeval.gate.decision_run"]
     exp = client.get_run(run_id).info.experiment_id
