@@ -281,16 +281,17 @@ def test_version_names_yaml_would_misread_stay_strings(cli, tmp_path: Path) -> N
 
 def test_symlinked_files_are_written_through(cli, tmp_path: Path) -> None:
     repo = _repo(tmp_path)
-    shared = tmp_path / "shared"
-    shared.mkdir()
-    (shared / "dvc.yaml").write_text(DVC, encoding="utf-8")
-    (shared / "params.yaml").write_text(PARAMS, encoding="utf-8")
-    (repo / "dvc.yaml").symlink_to(shared / "dvc.yaml")
-    (repo / "params.yaml").symlink_to("../shared/params.yaml")
+    # the files live in a folder beside the repository: one linked by an absolute path, one by a relative one
+    linked = tmp_path / "linked_configs"
+    linked.mkdir()
+    (linked / "dvc.yaml").write_text(DVC, encoding="utf-8")
+    (linked / "params.yaml").write_text(PARAMS, encoding="utf-8")
+    (repo / "dvc.yaml").symlink_to(linked / "dvc.yaml")
+    (repo / "params.yaml").symlink_to(Path("..") / linked.name / "params.yaml")
     assert _init(cli, repo).rc == 0
     assert (repo / "dvc.yaml").is_symlink() and (repo / "params.yaml").is_symlink()  # still links
-    assert "trackeval_gate" in (shared / "dvc.yaml").read_text(encoding="utf-8")  # the targets changed
-    assert (shared / "params.yaml").read_text(encoding="utf-8").startswith(PARAMS + "\n# trackeval")
+    assert "trackeval_gate" in (linked / "dvc.yaml").read_text(encoding="utf-8")  # the targets changed
+    assert (linked / "params.yaml").read_text(encoding="utf-8").startswith(PARAMS + "\n# trackeval")
 
 
 def test_symlink_loop_is_one_line(cli, tmp_path: Path) -> None:
