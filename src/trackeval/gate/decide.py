@@ -44,9 +44,7 @@ from trackeval.config import GateConfig
 from trackeval.gate.compare import UNIT_AS_BENCHMARK, BenchmarkComparison, DeltaRow, compare_results
 from trackeval.gate.policy import UnitPolicy
 from trackeval.results import BenchmarkResult
-from trackeval.stats.bootstrap import expanded_pvalue
-from trackeval.stats.distributions import normal_cdf, t_ppf
-from trackeval.stats.paired import adjust_pvalues, bootstrap_pvalue, normal_pvalue
+from trackeval.stats.paired import adjust_pvalues, bootstrap_pvalue, count_pvalue, normal_pvalue, resamples_for
 
 
 class Check(BaseModel):
@@ -222,27 +220,6 @@ def _group_tests(
 MAX_SUGGESTED_RESAMPLES = 1_000_000
 
 
-def _smallest_pvalue(n_resamples: int, n_units: float, interval: str) -> float:
-    """The smallest one-sided p-value :func:`~trackeval.stats.paired.bootstrap_pvalue` gives with ``n_resamples``
-    replicates all on the H1 side (its resolution)."""
-    if interval == "expanded_percentile":
-        return expanded_pvalue(1.0 / n_resamples, n_units, "expanded_percentile")
-    return 1.0 / (1.0 + n_resamples)
-
-
-def _resamples_for(level: float, n_units: float, interval: str) -> int:
-    """The fewest resamples whose smallest p-value (:func:`~trackeval.stats.paired.bootstrap_pvalue`: the level
-    ``1 / B``, expanded for ``n_units`` clusters) is at most ``level``."""
-    if interval != "expanded_percentile":
-        return math.ceil(1.0 / level) - 1
-    raw = (
-        level
-        if not n_units >= 2
-        else normal_cdf(t_ppf(level, round(n_units) - 1) * math.sqrt(n_units / (n_units - 1.0)))
-    )
-    return math.ceil(1.0 / raw)
-
-
 def guard_resolution_note(comparisons: list[BenchmarkComparison], n_tests: int, cfg: GateConfig) -> str | None:
     """A note when the worst-group guard (``harm``) cannot refuse any group, however large its regression: every
     group's smallest attainable p-value (the resolution of ``gate.n_resamples`` bootstrap replicates, expanded
@@ -253,11 +230,11 @@ def guard_resolution_note(comparisons: list[BenchmarkComparison], n_tests: int, 
     if cfg.group_test != "harm" or not rows or any(c.method == "delong" for c, _ in rows):
         return None
     level = cfg.alpha / (1 if cfg.multiplicity == "none" else n_tests)
-    floors = [(_smallest_pvalue(cfg.n_resamples, r.n_units, c.interval), r.n_units, c.interval) for c, r in rows]
+    floors = [(count_pvalue(0, cfg.n_resamples, r.n_units, c.interval), r.n_units, c.interval) for c, r in rows]
     p_min, n_units, interval = min(floors, key=lambda f: f[0])
     if p_min <= level:
         return None
-    need = _resamples_for(level, n_units, interval)
+    need = resamples_for(level, n_units, interval)
     remedy = f"gate.n_resamples >= {need} would let one be" if need <= MAX_SUGGESTED_RESAMPLES else "more subjects"
     return (
         f"worst-group guard: at {n_units:g} clusters the smallest p-value {cfg.n_resamples} resamples can give is "

@@ -32,6 +32,7 @@ from trackeval.metrics.classification import auc_df, clustered_variance, delong,
 from trackeval.stats.bootstrap import (
     IntervalMethod,
     expanded_pvalue,
+    interval_levels,
     n_clusters,
     percentiles,
     units_per_column,
@@ -421,9 +422,23 @@ def bootstrap_pvalue(
     if s.size == 0:
         return 1.0
     on_h0 = np.count_nonzero(s >= threshold) if alternative == "less" else np.count_nonzero(s <= threshold)
+    return count_pvalue(int(on_h0), s.size, n_units, method)
+
+
+def count_pvalue(on_h0: int, n: int, n_units: float = math.nan, method: IntervalMethod = "percentile") -> float:
+    """:func:`bootstrap_pvalue` from its counts: ``on_h0`` of ``n`` valid replicates on the H0 side. With
+    ``on_h0 = 0`` it is the smallest p-value ``n`` replicates can give (their resolution)."""
     if method == "expanded_percentile":
-        return expanded_pvalue(max(on_h0, 1) / s.size, n_units, method)
-    return float((1 + on_h0) / (1 + s.size))
+        return expanded_pvalue(max(on_h0, 1) / n, n_units, method)
+    return float((1 + on_h0) / (1 + n))
+
+
+def resamples_for(level: float, n_units: float, method: IntervalMethod) -> int:
+    """The fewest replicates whose smallest p-value (:func:`count_pvalue` with none on the H0 side) is at most
+    ``level``: the inverse of the expansion is the one-sided level of :func:`interval_levels`."""
+    if method == "expanded_percentile":
+        return math.ceil(1.0 / interval_levels(1.0 - 2.0 * level, n_units, method)[0])
+    return math.ceil(1.0 / level) - 1
 
 
 def adjust_pvalues(pvalues: Sequence[float], method: Literal["holm", "bonferroni", "none"]) -> list[float]:
