@@ -88,19 +88,23 @@ def _artifact(ml: Mlflow, run_id: str, name: str, tmp: str) -> bytes | None:
         return None
 
 
+def read_decision_json(ml: Mlflow, run_id: str, tmp: str) -> tuple[bytes | None, Decision | None, str | None]:
+    """``(bytes, decision, problem)`` of decision run ``run_id``'s decision.json, downloaded into folder ``tmp``:
+    the decision is None when it is missing or not a decision record, and ``problem`` says which."""
+    raw = _artifact(ml, run_id, DECISION_JSON, tmp)
+    if raw is None:
+        return None, None, "no decision.json (not a decision recorded by trackeval promote)"
+    try:
+        return raw, Decision.model_validate_json(raw), None
+    except ValidationError as exc:
+        return raw, None, f"decision.json is not a decision record ({exc.errors()[0]['msg']})"
+
+
 def read_record(ml: Mlflow, run: Any) -> DecisionRecord:
     """Read decision run ``run``'s decision.json and attestation (each may be missing: the record says so)."""
     with tempfile.TemporaryDirectory(prefix="trackeval-record-") as tmp:
-        raw = _artifact(ml, run.info.run_id, DECISION_JSON, tmp)
+        raw, decision, problem = read_decision_json(ml, run.info.run_id, tmp)
         signed = _artifact(ml, run.info.run_id, ATTESTATION, tmp)
-    decision, problem = None, None
-    if raw is None:
-        problem = "no decision.json (not a decision recorded by trackeval promote)"
-    else:
-        try:
-            decision = Decision.model_validate_json(raw)
-        except ValidationError as exc:
-            problem = f"decision.json is not a decision record ({exc.errors()[0]['msg']})"
     envelope = None
     if signed is not None:
         try:

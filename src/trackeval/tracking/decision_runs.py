@@ -21,7 +21,14 @@ from trackeval.gate.decide import Decision, decide
 from trackeval.gate.policy import UnitPolicy, metric_facts
 from trackeval.registry import metric_info
 from trackeval.results import sha256_text
-from trackeval.tracking.attestations import DECISION_JSON, UNSIGNED, decision_bytes, pairs_param, sign_decision
+from trackeval.tracking.attestations import (
+    DECISION_JSON,
+    UNSIGNED,
+    decision_bytes,
+    pairs_param,
+    read_decision_json,
+    sign_decision,
+)
 from trackeval.tracking.client import Mlflow, quote
 from trackeval.tracking.evidence import run_evidence
 from trackeval.tracking.lineage import flatten
@@ -171,14 +178,17 @@ _FACTS = ("reduction", "paired", "per_case", "best")
 def read_decision(ml: Mlflow, decision_run: str) -> tuple[Any, Decision]:
     """The run and the recorded decision (its ``decision.json``) of decision run ``decision_run``.
 
-    Raises :class:`InputError` when ``decision_run`` is not a trackeval gate decision run.
+    Raises :class:`InputError` when ``decision_run`` is not a trackeval gate decision run, or its decision.json is
+    missing or not a decision record.
     """
     run = ml.call("get_run", ml.client.get_run, decision_run)
     if run.data.tags.get(TAG + "kind") != KIND_GATE:
         raise InputError(f"run {decision_run} is not a trackeval gate decision run", field="--explain")
     with tempfile.TemporaryDirectory(prefix="trackeval-explain-") as tmp:
-        path = ml.call("download_artifacts", ml.client.download_artifacts, decision_run, DECISION_JSON, tmp)
-        return run, Decision.model_validate_json(Path(path).read_bytes())
+        _, decision, problem = read_decision_json(ml, decision_run, tmp)
+    if decision is None:
+        raise InputError(f"run {decision_run}: {problem}", field="--explain")
+    return run, decision
 
 
 def installed_facts(recorded: Mapping[str, UnitPolicy]) -> dict[str, UnitPolicy]:
