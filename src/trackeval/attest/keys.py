@@ -18,6 +18,9 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from trackeval.errors import InputError, OutputError
 from trackeval.io.files import read_bytes
 from trackeval.io.hashing import sha256_bytes
+from trackeval.io.redact import logger
+
+log = logger(__name__)
 
 #: the environment variable naming the private key file that ``promote`` signs with (or holding the PEM itself)
 KEY_ENV = "TRACKEVAL_GATE_KEY"
@@ -114,14 +117,12 @@ def load_signer(value: str, *, field: str) -> Signer:
 
 def _warn_if_readable_by_others(path: Path) -> None:
     """Log a warning when a private key file is readable by its group or others (as ssh does, but not fatal)."""
-    from trackeval.io.redact import logger
-
     try:
         mode = path.stat().st_mode
     except OSError:
         return
     if mode & (stat.S_IRWXG | stat.S_IRWXO):
-        logger(__name__).warning("%s is readable by other users (mode %o): chmod 600 it", path, stat.S_IMODE(mode))
+        log.warning("%s is readable by other users (mode %o): chmod 600 it", path, stat.S_IMODE(mode))
 
 
 def load_public(path: Path) -> tuple[str, Ed25519PublicKey]:

@@ -17,7 +17,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from trackeval.attest.dsse import AttestationError
 from trackeval.attest.trail import History, HistoryCheck, HistoryEvent
 from trackeval.tracking.attestations import DecisionRecord, disagreement, predicate_of, read_record
-from trackeval.tracking.client import Mlflow, check_model_ref, quote
+from trackeval.tracking.client import Mlflow, TrackingError, check_model_ref, error_code, quote
 from trackeval.tracking.descriptions import REPLACED_BY_TAG
 from trackeval.tracking.registry import registered_aliases, registered_model, unknown_model
 from trackeval.tracking.tags import KIND_GATE, PROMOTED_TAG, TAG
@@ -85,7 +85,9 @@ def _replaced_events(ml: Mlflow, name: str) -> list[HistoryEvent]:
             continue
         try:
             when = ml.call("get_run", ml.client.get_run, new).info.start_time
-        except Exception:  # noqa: BLE001 - the replacing run was deleted: the replaced run's own end time
+        except TrackingError as exc:  # the replacing run was deleted: the replaced run's own end time
+            if error_code(exc) is None:
+                raise
             when = run.info.end_time
         out.append(
             HistoryEvent(
