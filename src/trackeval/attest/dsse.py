@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+from collections.abc import Mapping
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
@@ -78,7 +79,7 @@ def parse(raw: bytes) -> Envelope:
         raise AttestationError(f"not a DSSE envelope: {where}: {first['msg']}") from None
 
 
-def verify(envelope: Envelope, trusted: dict[str, Ed25519PublicKey]) -> tuple[str, bytes]:
+def verify(envelope: Envelope, trusted: Mapping[str, Ed25519PublicKey]) -> tuple[str, bytes]:
     """``(key id, payload)`` of the first signature that verifies under a trusted key.
 
     Raises :class:`AttestationError` when no signature does (naming the key ids it carries), or when there is no

@@ -12,6 +12,7 @@ registry version, ``pass``, this run and this decision.json.
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -126,7 +127,7 @@ class Vouched:
     champion_evidence: dict[str, str] | None
 
 
-def predicate_of(record: DecisionRecord, trusted: dict[str, Ed25519PublicKey]) -> tuple[str, GateDecisionPredicate]:
+def predicate_of(record: DecisionRecord, trusted: Mapping[str, Ed25519PublicKey]) -> tuple[str, GateDecisionPredicate]:
     """``(signer key id, predicate)`` of the record's attestation, verified under ``trusted``. Raises
     :class:`AttestationError` when there is none or it does not verify, or its predicate does not name this
     run and this decision.json."""
@@ -141,7 +142,7 @@ def predicate_of(record: DecisionRecord, trusted: dict[str, Ed25519PublicKey]) -
     return keyid, predicate
 
 
-def vouch(record: DecisionRecord, model: str, version: str, trusted: dict[str, Ed25519PublicKey]) -> Vouched:
+def vouch(record: DecisionRecord, model: str, version: str, trusted: Mapping[str, Ed25519PublicKey]) -> Vouched:
     """Accept decision run ``record`` as a passing decision of registry version ``version`` of ``model``, or raise
     :class:`AttestationError` saying which condition failed: its tags, metric ``gate/pass``, params and
     decision.json must agree and say pass for this model and version; with ``trusted`` keys its attestation

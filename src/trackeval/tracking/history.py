@@ -9,6 +9,7 @@ compared with the registry's aliases now (``trail_matches_registry``).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -27,7 +28,7 @@ def _time(ms: int | None) -> str:
     return datetime.fromtimestamp((ms or 0) / 1000, UTC).isoformat(timespec="milliseconds")
 
 
-def _signature(record: DecisionRecord, trusted: dict[str, Ed25519PublicKey]) -> tuple[str, str | None, str | None]:
+def _signature(record: DecisionRecord, trusted: Mapping[str, Ed25519PublicKey]) -> tuple[str, str | None, str | None]:
     """``(signature state, signer key id, problem)`` of a decision record (:class:`HistoryEvent`)."""
     if record.problem:
         return "invalid", None, record.problem
@@ -46,7 +47,7 @@ def _signature(record: DecisionRecord, trusted: dict[str, Ed25519PublicKey]) -> 
     return "verified", keyid, problem
 
 
-def _decision_event(ml: Mlflow, run: Any, trusted: dict[str, Ed25519PublicKey]) -> HistoryEvent:
+def _decision_event(ml: Mlflow, run: Any, trusted: Mapping[str, Ed25519PublicKey]) -> HistoryEvent:
     tags, params = run.data.tags, run.data.params
     record = read_record(ml, run)
     state, signer, problem = _signature(record, trusted)
@@ -121,7 +122,7 @@ def _trail(events: list[HistoryEvent]) -> dict[str, str]:
     return state
 
 
-def model_history(ml: Mlflow, name: str, trusted: dict[str, Ed25519PublicKey] | None = None) -> History:
+def model_history(ml: Mlflow, name: str, trusted: Mapping[str, Ed25519PublicKey] | None = None) -> History:
     """The audit trail of registered model ``name`` (module docstring); signatures checked under ``trusted``.
 
     Raises :class:`InputError` when ``name`` is not a registered model.

@@ -138,7 +138,7 @@ def _holding(
     problems = []
     for run in decisions:
         try:
-            vouched = vouch(trust.records.of(run), name, version, dict(trust.keys))
+            vouched = vouch(trust.records.of(run), name, version, trust.keys)
         except AttestationError as exc:
             problems.append(f"decision run {run.info.run_id}: {exc}")
             continue
