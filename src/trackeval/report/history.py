@@ -8,12 +8,8 @@ from rich.console import Console
 from trackeval.attest.dsse import short
 from trackeval.attest.trail import History, HistoryEvent
 from trackeval.io.escape import escape_html, escape_terminal
+from trackeval.report.checks import check_scope
 from trackeval.report.html import _page, _table
-
-
-def _unit(unit: str) -> str:
-    """A check's unit as shown: ``*`` (a check of the decision as a whole) is ``all units``."""
-    return "all units" if unit == "*" else unit
 
 
 def _aliases(aliases: dict[str, str]) -> str:
@@ -30,7 +26,7 @@ def _signed(event: HistoryEvent) -> str:
 
 def _failed(event: HistoryEvent) -> str:
     """The failed checks (``unit: rule: numbers``), or the check a pass rests on for a first version."""
-    failed = [f"{_unit(c.unit)}: {c.name}: {c.detail}" for c in event.checks if not c.passed]
+    failed = [f"{check_scope(c.unit)}: {c.name}: {c.detail}" for c in event.checks if not c.passed]
     if failed:
         return "; ".join(failed)
     floors = [f"{c.unit}: floor: {c.detail}" for c in event.checks if c.name == "floor"]
@@ -99,6 +95,6 @@ def history_html(history: History) -> str:
     for e in history.events:
         if e.kind == "decision" and e.checks:
             body.append(f"<h3>{escape_html(e.time)}: {escape_html(e.label)} (run {escape_html(e.run_id)})</h3>")
-            rows = [[_unit(c.unit), c.name, "yes" if c.passed else "NO", c.detail] for c in e.checks]
+            rows = [[check_scope(c.unit), c.name, "yes" if c.passed else "NO", c.detail] for c in e.checks]
             body.append(_table(["unit", "check", "passed", "detail"], rows, numeric_from=4))
     return _page(f"Gate history of {history.model}", body)
