@@ -227,13 +227,13 @@ def run_promote(args: argparse.Namespace) -> int:
 
 
 def _signature(ml: Mlflow, run_id: str) -> str:
-    """``signed by key <id>`` or ``unsigned (set TRACKEVAL_GATE_KEY to sign)``, as decision run ``run_id`` is
-    tagged."""
+    """``signed by key <id>`` or ``unsigned: set TRACKEVAL_GATE_KEY ...``, as decision run ``run_id`` is tagged."""
     from trackeval.attest.dsse import short
+    from trackeval.tracking.attestations import UNSIGNED
     from trackeval.tracking.tags import SIGNATURE_TAG
 
-    keyid = ml.call("get_run", ml.client.get_run, run_id).data.tags.get(SIGNATURE_TAG, "unsigned")
-    if keyid == "unsigned":
+    keyid = ml.call("get_run", ml.client.get_run, run_id).data.tags.get(SIGNATURE_TAG, UNSIGNED)
+    if keyid == UNSIGNED:
         return "unsigned: set TRACKEVAL_GATE_KEY or gate.signing_key to sign"
     return f"signed by key {short(keyid)}"
 
