@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from trackeval.gate.compare import compare_results, headline_exclusions
+from trackeval.gate.compare import compare_results
+from trackeval.gate.delong_rows import headline_exclusions
 from trackeval.gate.policy import UnitPolicy, metric_facts
 from trackeval.results import BenchmarkResult, CaseRecord, DataInfo, MetricSummary, sha256_text
 from trackeval.spec import MetricInfo

@@ -19,13 +19,7 @@ from scipy.stats import t as t_dist
 from tests.test_gate_compare import facts
 from trackeval.config import GateConfig
 from trackeval.errors import ConfigError
-from trackeval.gate.compare import (
-    BenchmarkComparison,
-    DeltaRow,
-    compare_results,
-    pairing_problems,
-    protocol_digest,
-)
+from trackeval.gate.compare import BenchmarkComparison, compare_results
 from trackeval.gate.decide import (
     Check,
     Decision,
@@ -40,6 +34,7 @@ from trackeval.gate.decide import (
     n_missing,
     resolution_note,
 )
+from trackeval.gate.pairing import DeltaRow, pairing_problems, protocol_digest
 from trackeval.gate.policy import UnitPolicy, resolve_policies
 from trackeval.results import BenchmarkResult, CaseRecord, DataInfo, MetricSummary, sha256_text
 from trackeval.spec import BenchmarkSpec, MetricInfo, PrimaryMetric

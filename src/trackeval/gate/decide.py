@@ -41,7 +41,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from trackeval.config import GateConfig
-from trackeval.gate.compare import UNIT_AS_BENCHMARK, BenchmarkComparison, DeltaRow, compare_results
+from trackeval.gate.compare import BenchmarkComparison, compare_results
+from trackeval.gate.pairing import UNIT_AS_BENCHMARK, DeltaRow
 from trackeval.gate.policy import UnitPolicy
 from trackeval.results import BenchmarkResult
 from trackeval.stats.paired import adjust_pvalues, bootstrap_pvalue, count_pvalue, normal_pvalue, resamples_for

@@ -12,8 +12,9 @@ from collections.abc import Callable, Iterator, Sequence
 from rich.console import Console
 from rich.table import Table
 
-from trackeval.gate.compare import BenchmarkComparison, DeltaRow
+from trackeval.gate.compare import BenchmarkComparison
 from trackeval.gate.decide import Decision
+from trackeval.gate.pairing import DeltaRow
 from trackeval.io.escape import escape_markdown, escape_terminal
 from trackeval.plotdata import READER_DIMENSION, reader_metric_rows
 from trackeval.report.checks import check_scope
