@@ -332,6 +332,16 @@ def test_no_import_cycles_between_modules() -> None:
     assert cycle == []
 
 
+def test_one_class_per_public_name() -> None:
+    """A public (non-underscore) class name is defined once under src/trackeval: a name says which class."""
+    homes: dict[str, list[str]] = {}
+    for path in sorted(SRC.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+                homes.setdefault(node.name, []).append(str(path.relative_to(SRC)))
+    assert {name: paths for name, paths in homes.items() if len(paths) > 1} == {}
+
+
 # --- discovery checks and the spec hooks (in-process plug-ins) -----------------------------------------------------
 
 #: a plug-in module built on toybench's unit: ``{spec}`` is the keyword arguments replaced in its SPEC

@@ -61,7 +61,7 @@ class GateDecisionPredicate(BaseModel):
     time: str
 
 
-class Subject(BaseModel):
+class StatementSubject(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str
@@ -74,7 +74,7 @@ class Statement(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     type_: Literal["https://in-toto.io/Statement/v1"] = Field(alias="_type")
-    subject: list[Subject] = Field(min_length=1)
+    subject: list[StatementSubject] = Field(min_length=1)
     predicateType: Literal["urn:medtrackeval:predicate:gate-decision:v1"]  # noqa: N815 - in-toto's name
     predicate: GateDecisionPredicate
 

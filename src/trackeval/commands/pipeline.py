@@ -2,7 +2,7 @@
 
 Every stage reads ``--params`` (default ``params.yaml``: the evaluation sections and the ``pipeline`` section),
 the raw data folder ``--data`` (default ``data``) and writes under ``--work`` (default ``work``); see
-:class:`trackeval.pipeline.stages.Layout`. Exit codes as the CLI: 0, or 2 with a one-line reason. The pipeline
+:class:`trackeval.pipeline.stages.WorkLayout`. Exit codes as the CLI: 0, or 2 with a one-line reason. The pipeline
 and the demo it trains are the optional ``demo`` part of trackeval; they are imported only when a stage runs.
 """
 
@@ -20,7 +20,7 @@ from trackeval.io.escape import visible_controls
 if TYPE_CHECKING:
     from trackeval.config import EvalConfig
     from trackeval.pipeline.params import PipelineParams
-    from trackeval.pipeline.stages import Layout
+    from trackeval.pipeline.stages import WorkLayout
 
 STAGES = ("prepare", "train", "predict", "evaluate", "track", "gate")
 #: not a DVC stage: reads the registry after `dvc repro` (what `make demo` prints)
@@ -89,10 +89,9 @@ def run_pipeline(args: argparse.Namespace) -> int:
     from trackeval.api import load_config
     from trackeval.pipeline import models, prepare, stages
     from trackeval.pipeline.params import load_pipeline_params
-    from trackeval.pipeline.stages import Layout
 
     params = load_pipeline_params(args.params)
-    layout = Layout(args.data, args.work)
+    layout = stages.WorkLayout(args.data, args.work)
     if args.stage == "prepare":
         prepare.prepare(layout.data, layout.prepared, params)
     elif args.stage == "train":
@@ -113,7 +112,7 @@ def run_pipeline(args: argparse.Namespace) -> int:
     return 0
 
 
-def _verdict(layout: Layout, cfg: EvalConfig, params: PipelineParams, expect: str, trusted_keys: list[str]) -> int:
+def _verdict(layout: WorkLayout, cfg: EvalConfig, params: PipelineParams, expect: str, trusted_keys: list[str]) -> int:
     """Print the registry's view; 1 when the candidate's verdict (the last of ``pipeline.versions``) is not
     ``expect``, when ``verdict.json`` says otherwise (the pipeline and registry disagree) or an alias does not
     rest on evidence that passed the gate (``trackeval verify`` with ``trusted_keys`` added to

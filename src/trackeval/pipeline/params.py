@@ -61,7 +61,7 @@ class VersionSpec(Section):
     xray_cls_seed: int = 0
 
 
-class Evaluation(Section):
+class EvaluationParams(Section):
     """One evaluation of the pipeline: a benchmark unit and its inputs.
 
     Input values are paths with placeholders filled in per version: ``{version}`` (the version's name, for a
@@ -83,7 +83,7 @@ class PipelineParams(Section):
     umd: UMDDemo = UMDDemo()
     xray: XRayDemo = XRayDemo()
     versions: dict[str, VersionSpec] = Field(default_factory=lambda: {"v1": VersionSpec(), "v2": VersionSpec()})
-    evaluations: dict[str, Evaluation] = Field(default_factory=dict)
+    evaluations: dict[str, EvaluationParams] = Field(default_factory=dict)
 
     @field_validator("versions", mode="before")
     @classmethod
@@ -101,7 +101,7 @@ class PipelineParams(Section):
             raise ConfigError(f"invalid config: field pipeline.versions: no version {name!r} ({sorted(self.versions)})")
         return self.versions[name]
 
-    def evaluation(self, name: str) -> Evaluation:
+    def evaluation(self, name: str) -> EvaluationParams:
         """The evaluation ``name``; a :class:`ConfigError` names the known ones otherwise."""
         if name not in self.evaluations:
             raise ConfigError(

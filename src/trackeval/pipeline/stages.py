@@ -20,7 +20,7 @@ from trackeval.registry import unit
 if TYPE_CHECKING:  # params imports the network spec (torch); the CLI parser must stay light
     from collections.abc import Sequence
 
-    from trackeval.pipeline.params import Evaluation, PipelineParams
+    from trackeval.pipeline.params import EvaluationParams, PipelineParams
     from trackeval.results import BenchmarkResult, PlotSpec
     from trackeval.tracking.verification import AliasStatus
 
@@ -35,7 +35,7 @@ READERS_CSV = "readers_roc.csv"
 
 
 @dataclass(frozen=True)
-class Layout:
+class WorkLayout:
     """Where the stages read and write (``data``: the DVC-tracked raw data; ``work``: stage outputs)."""
 
     data: Path
@@ -79,7 +79,7 @@ def write_plot(path: Path, rows: list[dict[str, object]]) -> None:
             writer.writerow({k: f"{v:.6f}" if isinstance(v, float) else escape_csv(v) for k, v in row.items()})
 
 
-def evaluation_inputs(evaluation: Evaluation, version: str, layout: Layout) -> dict[str, Path]:
+def evaluation_inputs(evaluation: EvaluationParams, version: str, layout: WorkLayout) -> dict[str, Path]:
     """The evaluation's inputs with ``{version}``, ``{data}``, ``{prepared}`` and ``{predictions}`` filled in for
     ``version``."""
     where = {
@@ -97,7 +97,7 @@ def evaluation_inputs(evaluation: Evaluation, version: str, layout: Layout) -> d
         ) from exc
 
 
-def evaluate(name: str, version: str, layout: Layout, cfg: EvalConfig, params: PipelineParams) -> int:
+def evaluate(name: str, version: str, layout: WorkLayout, cfg: EvalConfig, params: PipelineParams) -> int:
     """Evaluate one pipeline evaluation for one version (:func:`trackeval.evaluate`), write its outputs (and the
     unit's extra files, :func:`trackeval.api.unit_outputs`) and its ``plot.csv`` (the unit's first declared
     plot)."""
@@ -182,7 +182,7 @@ def register_version(cfg: EvalConfig, name: str, version: str, model_dir: Path) 
     return str(create_version(ml, name, version, f"models:/{model_id}", run_id, model_id).version)
 
 
-def track(layout: Layout, cfg: EvalConfig, params: PipelineParams) -> dict[str, dict[str, str]]:
+def track(layout: WorkLayout, cfg: EvalConfig, params: PipelineParams) -> dict[str, dict[str, str]]:
     """Register every version's networks (the demo's ``work/models/<v>``; a repository without that folder
     registers the version from its evaluations alone), log its evaluations (``trackeval track``) and link them to
     the registered version; writes ``tracked.json`` (``{version: {"registry_version", <evaluation>: idempotency
@@ -209,7 +209,7 @@ def track(layout: Layout, cfg: EvalConfig, params: PipelineParams) -> dict[str, 
     return out
 
 
-def gate(layout: Layout, cfg: EvalConfig, params: PipelineParams) -> dict[str, object]:
+def gate(layout: WorkLayout, cfg: EvalConfig, params: PipelineParams) -> dict[str, object]:
     """The promotion gate of the demo, reconciled with the registry on every run (the stage is
     ``always_changed``): the first version is gated against the floors, each later one against the champion so
     far, and the registry's aliases are set to that outcome (:func:`~trackeval.tracking.promotion.reconcile`),
