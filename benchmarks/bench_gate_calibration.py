@@ -250,7 +250,7 @@ def _xray_scores(rng: np.random.Generator, y: np.ndarray, codes: np.ndarray, auc
 def _xray_result(folder: str, y: np.ndarray, codes: np.ndarray, scores: np.ndarray, cfg: EvalConfig, version: str):
     """The BenchmarkResult of ``trackeval evaluate xray --task cls`` on MIMIC-CXR-JPG files of these studies."""
     from trackeval.benchmarks import xray
-    from trackeval.benchmarks.xray_tasks.common import TaskInputs
+    from trackeval.benchmarks.xray.common import TaskInputs
 
     os.makedirs(folder, exist_ok=True)
     truth = os.path.join(folder, "mimic-cxr-2.0.0-chexpert.csv")

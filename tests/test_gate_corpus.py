@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from trackeval.benchmarks.xray import SPECS
-from trackeval.benchmarks.xray_tasks.loc import map_50_corpus
+from trackeval.benchmarks.xray.loc import map_50_corpus
 from trackeval.cli import main
 from trackeval.config import GateConfig
 from trackeval.gate.compare import compare_results

@@ -19,7 +19,7 @@ from sklearn.metrics import roc_auc_score
 
 from trackeval.api import gate_policies, load_config
 from trackeval.benchmarks import xray
-from trackeval.benchmarks.xray_tasks.common import TaskInputs
+from trackeval.benchmarks.xray.common import TaskInputs
 from trackeval.config import GateConfig
 from trackeval.demo.xray_data import NIH_FINDINGS, nih_findings
 from trackeval.gate.compare import compare_results

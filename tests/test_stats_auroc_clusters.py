@@ -19,7 +19,7 @@ from sklearn.metrics import roc_auc_score
 
 from trackeval.api import gate_policies, load_config
 from trackeval.benchmarks import xray
-from trackeval.benchmarks.xray_tasks.common import TaskInputs
+from trackeval.benchmarks.xray.common import TaskInputs
 from trackeval.gate.decide import decide
 from trackeval.metrics.classification import auc_df, auroc_interval, clustered_variance, delong, delong_influence
 

@@ -108,7 +108,7 @@ def test_by_finding_auroc_ci_is_the_logit_interval_of_delong(data):
 
 def test_finding_with_3_positives_is_reported_warned_and_left_out_of_the_headlines(data, caplog):
     y, s, inputs = data
-    with caplog.at_level(logging.WARNING, logger="trackeval.benchmarks.xray_tasks.cls"):
+    with caplog.at_level(logging.WARNING, logger="trackeval.benchmarks.xray.cls"):
         res = _evaluate(inputs)
     note = "xray/cls: finding 'Hernia' has 3 positives (< xray.cls.min_positives=10): reported, not in the headline"
     assert note in res.warnings and note in caplog.text

@@ -20,7 +20,7 @@ from sklearn.metrics import cohen_kappa_score, roc_auc_score
 
 from trackeval.api import load_config
 from trackeval.benchmarks import xray
-from trackeval.benchmarks.xray_tasks.common import TaskInputs
+from trackeval.benchmarks.xray.common import TaskInputs
 from trackeval.errors import InputError
 from trackeval.io.hashing import sha256_files
 from trackeval.metrics.classification import cohen_kappa

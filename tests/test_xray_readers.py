@@ -1,4 +1,4 @@
-"""Readers of ``xray/cls`` on arrays (:func:`trackeval.benchmarks.xray_tasks.cls_readers.reader_aggregates`): counts
+"""Readers of ``xray/cls`` on arrays (:func:`trackeval.benchmarks.xray.cls_readers.reader_aggregates`): counts
 by hand, CIs around their points, the NaN rules, the declarations; and what shows them (the ROC figure's reader
 points, the console and comparison tables)."""
 
@@ -15,7 +15,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 from trackeval import plotdata  # noqa: E402
-from trackeval.benchmarks.xray_tasks.cls_readers import READER_METRICS, Reader, reader_aggregates  # noqa: E402
+from trackeval.benchmarks.xray.cls_readers import READER_METRICS, Reader, reader_aggregates  # noqa: E402
 from trackeval.config.base import BootstrapConfig  # noqa: E402
 from trackeval.errors import InputError  # noqa: E402
 from trackeval.report.comparison import reader_comparison, reader_comparison_markdown  # noqa: E402

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.xray_cli import fail_line, run_task
-from trackeval.benchmarks.xray_tasks.report_layouts import r2gen_clean
+from trackeval.benchmarks.xray.report_layouts import r2gen_clean
 
 F1 = (
     "The cardiac silhouette and mediastinum size are within normal limits. There is no pulmonary edema. There is "

@@ -16,7 +16,7 @@ report   references.jsonl / predictions.jsonl; native   bleu_1..bleu_4, rouge_l,
          OpenI XML, indiana_reports.csv, R2Gen json
 =======  =============================================  =========================================
 
-Each task lives in :mod:`trackeval.benchmarks.xray_tasks`; this module declares one benchmark unit per task
+Each task lives in its module of :mod:`trackeval.benchmarks.xray`; this module declares one benchmark unit per task
 (``xray/cls``, ``xray/seg``, ...: each tracked, compared and gated on its own primary metric), dispatches and
 wraps the task's output into a :class:`~trackeval.results.BenchmarkResult`. The task and the protocol facts
 decided at run time (e.g. where the operating point was chosen) are recorded under ``config.xray_run``.
@@ -29,9 +29,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from trackeval.benchmarks.xray_config import XRayConfig
-from trackeval.benchmarks.xray_tasks import cls, cls_readers, loc, report, ret, seg
-from trackeval.benchmarks.xray_tasks.common import TaskInputs
+from trackeval.benchmarks.xray import cls, cls_readers, loc, report, ret, seg
+from trackeval.benchmarks.xray.common import TaskInputs
+from trackeval.benchmarks.xray.config import XRayConfig
 from trackeval.config import EvalConfig
 from trackeval.engine.driver import Evaluation, finish
 from trackeval.errors import InputError

@@ -5,11 +5,11 @@ Inputs: ``--ground-truth labels.csv`` (``image_id,<finding>...``; 1 positive, 0 
 columns, probabilities in [0, 1]). Optional ``--validation DIR`` with its own ``labels.csv`` and ``scores.csv``
 (same findings): the operating-point thresholds are chosen there instead of on the test set. The ground truth
 may also be a dataset's own label file (CheXpert, MIMIC-CXR, ChestX-ray14, MURA: told from the file or forced by
-``--format``; :mod:`~trackeval.benchmarks.xray_tasks.cls_layouts`), with predictions keyed by that dataset's ids
+``--format``; :mod:`~trackeval.benchmarks.xray.cls_layouts`), with predictions keyed by that dataset's ids
 (per-image scores pooled to the labelled study, ``xray.cls.pool``) and only the findings both files have
 evaluated (``xray.cls.findings`` to choose). The MURA layout adds Cohen's kappa at
 ``xray.cls.decision_threshold``. ``--readers`` files (human readers' 0/1 decisions in the truth's layout) add
-the readers' metrics (:mod:`~trackeval.benchmarks.xray_tasks.cls_readers`); their names and the digest of their
+the readers' metrics (:mod:`~trackeval.benchmarks.xray.cls_readers`); their names and the digest of their
 files are recorded in ``xray_run`` (``readers``, ``readers_digest``), in neither data digest, so that a run with
 readers pairs with one without on the model's metrics.
 
@@ -42,11 +42,11 @@ from pathlib import Path
 import numpy as np
 
 from trackeval.benchmarks.summaries import clusters_of, mean_summaries, summary
-from trackeval.benchmarks.xray_config import XRayClsConfig
-from trackeval.benchmarks.xray_tasks import cls_layouts as layouts
-from trackeval.benchmarks.xray_tasks import cls_readers
-from trackeval.benchmarks.xray_tasks.cls_layouts import Truth
-from trackeval.benchmarks.xray_tasks.common import TaskInputs, unique_tokens
+from trackeval.benchmarks.xray import cls_align, cls_readers
+from trackeval.benchmarks.xray import cls_layouts as layouts
+from trackeval.benchmarks.xray.cls_layouts import ClsTruth
+from trackeval.benchmarks.xray.common import TaskInputs, unique_tokens
+from trackeval.benchmarks.xray.config import XRayClsConfig
 from trackeval.config import EvalConfig
 from trackeval.config.base import BootstrapConfig
 from trackeval.engine.driver import Evaluation
@@ -88,7 +88,7 @@ class Table:
     n_uncertain: int
     subjects: list[str]
     groups: list[dict[str, str]]
-    truth: Truth
+    truth: ClsTruth
     scores_layout: str
     notes: list[str]
 
@@ -97,7 +97,8 @@ def load_split(
     labels_csv: Path, scores_csv: Path, policy: str, c: XRayClsConfig | None = None, forced: str | None = None
 ) -> Table:
     """Read and cross-validate one split (labels in their layout + scores); see
-    :mod:`~trackeval.benchmarks.xray_tasks.cls_layouts` for the layouts and the matching of ids.
+    :mod:`~trackeval.benchmarks.xray.cls_layouts` for the layouts and :mod:`~trackeval.benchmarks.xray.cls_align`
+    for the matching of ids.
 
     ``policy``: ``xray.cls.uncertain``; ``c``: the rest of ``xray.cls`` (blank, findings, pool; None: defaults);
     ``forced``: the truth's ``--format``. Raises :class:`InputError` for unknown/missing finding columns,
@@ -107,9 +108,9 @@ def load_split(
     c = c if c is not None else XRayClsConfig()
     truth = layouts.read_truth(labels_csv, forced)
     scores = layouts.read_scores(scores_csv)
-    findings, notes = layouts.evaluated_findings(truth, scores, c.findings)
+    findings, notes = cls_align.evaluated_findings(truth, scores, c.findings)
     tokens = unique_tokens(findings, file=str(labels_csv), field="header")
-    values = layouts.align_scores(truth, scores, findings, c.pool)
+    values = cls_align.align_scores(truth, scores, findings, c.pool)
     codes = truth.codes[:, [truth.findings.index(f) for f in findings]]
     labels, n_uncertain = layouts.labels_of(codes, c.blank or truth.blank, policy)
     return Table(
@@ -346,7 +347,9 @@ def _readers(
     files = _reader_files(inputs.readers)
     readers = []
     for f in files:
-        decisions = layouts.align_decisions(test.truth, layouts.read_in_layout(f, test.truth.layout), test.findings, f)
+        decisions = cls_align.align_decisions(
+            test.truth, layouts.read_in_layout(f, test.truth.layout), test.findings, f
+        )
         readers.append(cls_readers.Reader(f.stem, f, decisions))
     aggregates, notes = cls_readers.reader_aggregates(
         test.labels, test.scores, test.tokens, readers, boot, clusters_of(test.subjects, boot), headline=in_headline

@@ -22,8 +22,9 @@ Ground truth (told from the file, ``--format NAME`` forces one; :func:`read_trut
 Predictions (told from their own file, :func:`read_scores`): a CSV keyed by ``image_id``, ``Study``, ``Path``,
 ``study_id`` (MIMIC, optionally with ``dicom_id`` per image) or ``Image Index`` with one column per finding, or
 MURA's header-less ``path,probability`` rows (images or studies). Every id is matched to the truth by the
-layout's key (:attr:`Truth.key_of`: CheXpert ``patient/study``, MURA ``body part/patient/study``, MIMIC the study
-number, NIH the image file name), so per-image rows of one study are pooled (:func:`align_scores`).
+layout's key (:attr:`ClsTruth.key_of`: CheXpert ``patient/study``, MURA ``body part/patient/study``, MIMIC the study
+number, NIH the image file name), so per-image rows of one study are pooled
+(:func:`~trackeval.benchmarks.xray.cls_align.align_scores`).
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ _SCORE_EXTRA = ("dicom_id", "subject_id", *CHEXPERT_METADATA)
 
 
 @dataclass(frozen=True)
-class Truth:
+class ClsTruth:
     """One split's labels as read in ``layout``.
 
     ``ids``: the case id of each label row (an image for generic / NIH, a study for the others); ``keys``: what
@@ -288,7 +289,7 @@ def _codes(rows: list[dict[str, str]], findings: list[str], ids: list[str], path
     return out
 
 
-def _read_generic(path: Path) -> Truth:
+def _read_generic(path: Path) -> ClsTruth:
     rows = read_csv_rows(path, required=("image_id",))
     findings = [c for c in rows[0] if c != "image_id"]
     if not findings:
@@ -296,11 +297,7 @@ def _read_generic(path: Path) -> Truth:
     ids = _ids(rows, "image_id", path)
     groups: list[dict[str, str]] = [{} for _ in ids]
     codes = _codes(rows, findings, ids, path)
-    return Truth(GENERIC, ids, ids, ids, groups, findings, codes, "uncertain", None, (path,), _identity)
-
-
-def _token(value: str) -> str:
-    return key_token(value, fallback="") if value else ""
+    return ClsTruth(GENERIC, ids, ids, ids, groups, findings, codes, "uncertain", None, (path,), _identity)
 
 
 def _chexpert_groups(rows: list[dict[str, str]]) -> dict[str, str]:
@@ -309,13 +306,13 @@ def _chexpert_groups(rows: list[dict[str, str]]) -> dict[str, str]:
     a column the file lacks, or a blank value, gives no group."""
     out: dict[str, str] = {}
     for group, column in (("sex", "Sex"), ("view", "Frontal/Lateral"), ("projection", "AP/PA")):
-        values = sorted({_token(r[column]) for r in rows if column in r} - {""})
+        values = sorted({key_token(r[column], fallback="") for r in rows if column in r} - {""})
         if values and (group != "sex" or len(values) == 1):
             out[group] = "_".join(values)
     return out
 
 
-def _read_chexpert(path: Path) -> Truth:
+def _read_chexpert(path: Path) -> ClsTruth:
     """CheXpert (see the module docstring): ``Path`` rows collapse to their study, whose labels must agree."""
     rows = read_csv_rows(path, required=())
     column = next(iter(rows[0]))
@@ -343,10 +340,12 @@ def _read_chexpert(path: Path) -> Truth:
         subjects.append(key.split("/")[0])
         groups.append(_chexpert_groups([rows[r] for r in rs]))
     codes = codes[[rs[0] for rs in members.values()]]
-    return Truth(CHEXPERT, study_ids, keys, subjects, groups, findings, codes, "negative", "max", (path,), chexpert_key)
+    return ClsTruth(
+        CHEXPERT, study_ids, keys, subjects, groups, findings, codes, "negative", "max", (path,), chexpert_key
+    )
 
 
-def _read_mimic(path: Path) -> Truth:
+def _read_mimic(path: Path) -> ClsTruth:
     rows = read_csv_rows(path, required=MIMIC_IDS)
     findings = [c for c in rows[0] if c not in MIMIC_IDS]
     if not findings:
@@ -357,7 +356,7 @@ def _read_mimic(path: Path) -> Truth:
     groups: list[dict[str, str]] = [{} for _ in ids]
     codes = _codes(rows, findings, ids, path)
     keys = [mimic_key(i) for i in ids]
-    return Truth(MIMIC, ids, keys, subjects, groups, findings, codes, "negative", "max", (path,), mimic_key)
+    return ClsTruth(MIMIC, ids, keys, subjects, groups, findings, codes, "negative", "max", (path,), mimic_key)
 
 
 def _test_list(path: Path) -> tuple[Path | None, list[tuple[int, str]]]:
@@ -407,11 +406,14 @@ def _nih_keep(path: Path, ids: list[str]) -> tuple[Path | None, list[int]]:
 
 def _nih_groups(row: dict[str, str]) -> dict[str, str]:
     """``sex`` (``Patient Gender``) and ``projection`` (``View Position``) of one row, blanks left out."""
-    found = {g: _token(row.get(c, "")) for g, c in (("sex", "Patient Gender"), ("projection", "View Position"))}
+    found = {
+        g: key_token(row.get(c, ""), fallback="")
+        for g, c in (("sex", "Patient Gender"), ("projection", "View Position"))
+    }
     return {g: v for g, v in found.items() if v}
 
 
-def _read_nih(path: Path) -> Truth:
+def _read_nih(path: Path) -> ClsTruth:
     """ChestX-ray14 (see the module docstring), restricted to the sibling ``test_list.txt`` when there is one."""
     rows = read_csv_rows(path, required=("Image Index", "Finding Labels", "Patient ID"))
     ids = _ids(rows, "Image Index", path)
@@ -419,7 +421,7 @@ def _read_nih(path: Path) -> Truth:
     listed, keep = _nih_keep(path, ids)
     codes = np.array([_nih_codes(rows[r]["Finding Labels"], path=path, case=ids[r], line=r + 2) for r in keep])
     kept = [ids[r] for r in keep]
-    return Truth(
+    return ClsTruth(
         NIH,
         kept,
         [nih_key(i) for i in kept],
@@ -434,7 +436,7 @@ def _read_nih(path: Path) -> Truth:
     )
 
 
-def _read_mura(path: Path) -> Truth:
+def _read_mura(path: Path) -> ClsTruth:
     """MURA's header-less study CSV: ``<study folder>/,<0|1>`` per row."""
     ids, codes, subjects, groups, seen = [], [], [], [], {}
     for line, fields in csv_records(path):
@@ -450,14 +452,14 @@ def _read_mura(path: Path) -> Truth:
         ids.append(fields[0])
         codes.append([float(fields[1])])
         subjects.append(parts[-2])
-        groups.append({"body_part": _token(parts[-3])})
+        groups.append({"body_part": key_token(parts[-3], fallback="")})
     keys = list(seen)
-    return Truth(
+    return ClsTruth(
         MURA, ids, keys, subjects, groups, [MURA_FINDING], np.array(codes), "negative", "mean", (path,), mura_key
     )
 
 
-_READERS: dict[str, Callable[[Path], Truth]] = {
+_READERS: dict[str, Callable[[Path], ClsTruth]] = {
     "generic": _read_generic,
     "chexpert": _read_chexpert,
     "mimic-cxr": _read_mimic,
@@ -466,12 +468,12 @@ _READERS: dict[str, Callable[[Path], Truth]] = {
 }
 
 
-def read_truth(path: Path, forced: str | None = None) -> Truth:
+def read_truth(path: Path, forced: str | None = None) -> ClsTruth:
     """The labels of ``path`` in its layout (``forced``: the ``--format`` name); see the module docstring."""
     return _READERS[choose(path, TRUTH_LAYOUTS, forced).name](path)
 
 
-def read_in_layout(path: Path, layout: Layout) -> Truth:
+def read_in_layout(path: Path, layout: Layout) -> ClsTruth:
     """The labels of ``path`` read in ``layout`` (a reader's decisions are read in the truth's layout)."""
     return _READERS[layout.name](path)
 
@@ -503,136 +505,6 @@ def read_scores(path: Path, *, what: str = "predictions") -> Scores:
     values = [[row[f] for f in findings] for row in rows]
     variants = [row.get("dicom_id", "") for row in rows]
     return Scores(layout.name, path, ids, findings, values, list(range(2, len(rows) + 2)), variants)
-
-
-def parse_score(value: str, *, file: Path, case: str, finding: str, line: int) -> float:
-    """A probability in [0, 1]; anything else (not a number, NaN/inf, out of range) names the cell."""
-    try:
-        x = float(value)
-    except ValueError:
-        raise InputError(
-            f"score {value!r} on line {line} is not a number", file=str(file), case_id=case, field=finding
-        ) from None
-    if not math.isfinite(x):
-        raise InputError(
-            f"score {value!r} on line {line} is NaN or infinite", file=str(file), case_id=case, field=finding
-        )
-    if not 0.0 <= x <= 1.0:
-        raise InputError(
-            f"score {x} on line {line} is not a probability in [0, 1]", file=str(file), case_id=case, field=finding
-        )
-    return x
-
-
-def _members(
-    truth: Truth, ids: Sequence[str], file: Path, *, what: str, scores: Scores | None = None
-) -> list[list[int]]:
-    """The rows of ``ids`` (a predictions or readers file) matching each truth row by key; an id matching no
-    truth row is an error, and so are several rows on a truth row that is one image (nothing to pool), and
-    two spellings of one key (:func:`refuse_aliases`, naming the lines of ``scores``)."""
-    index = {k: i for i, k in enumerate(truth.keys)}
-    unit = "image" if truth.pool is None else "study"
-    if scores is not None:
-        per_image = truth.pool is not None
-        variants = scores.variants if per_image else ()
-        refuse_aliases(ids, scores.lines, truth.key_of, file=file, per_image=per_image, variants=variants, unit=unit)
-    out: list[list[int]] = [[] for _ in truth.ids]
-    extra = []
-    for r, raw in enumerate(ids):
-        i = index.get(truth.key_of(raw))
-        if i is None:
-            extra.append(raw)
-        else:
-            out[i].append(r)
-    if extra:
-        raise InputError(
-            f"{len(extra)} {unit}(s) {what} but not labelled, e.g. {extra[0]!r}", file=str(file), case_id=extra[0]
-        )
-    if unit == "image":
-        for i, rs in enumerate(out):
-            if len(rs) > 1:
-                raise InputError(f"image {truth.ids[i]!r} has {len(rs)} rows", file=str(file), case_id=truth.ids[i])
-    return out
-
-
-def align_scores(truth: Truth, scores: Scores, findings: Sequence[str], pool: str | None) -> np.ndarray:
-    """The scores ``(n_truth_rows, n_findings)`` of ``findings``, per truth row; the per-image rows of one
-    study pooled by ``pool`` (``max`` / ``mean``; None: the layout's default).
-
-    Raises:
-        InputError: a scored id that is no truth row, a truth row without scores, a bad score.
-    """
-    members = _members(truth, scores.ids, scores.file, what="scored", scores=scores)
-    unit = "image" if truth.pool is None else "study"
-    missing = [truth.ids[i] for i, rs in enumerate(members) if not rs]
-    if missing:
-        raise InputError(
-            f"{len(missing)} labelled {unit}(s) without scores, e.g. {missing[0]!r}",
-            file=str(scores.file),
-            case_id=missing[0],
-        )
-    cols = [scores.findings.index(f) for f in findings]
-    values = np.array(
-        [
-            [parse_score(row[c], file=scores.file, case=i, finding=scores.findings[c], line=line) for c in cols]
-            for i, row, line in zip(scores.ids, scores.values, scores.lines, strict=True)
-        ]
-    ).reshape(len(scores.ids), len(cols))
-    reduce = np.mean if (pool or truth.pool) == "mean" else np.max
-    return np.array([reduce(values[rs], axis=0) for rs in members]).reshape(len(members), len(cols))
-
-
-def align_decisions(truth: Truth, reader: Truth, findings: Sequence[str], file: Path) -> np.ndarray:
-    """A reader's binary decisions ``(n_truth_rows, n_findings)``: 1 / 0, NaN where the reader gave none (no row,
-    no column, blank or -1); per-image rows of one study are one decision (the reader's file was collapsed to
-    studies when read in the truth's layout)."""
-    members = _members(truth, reader.ids, file, what="read")
-    out = np.full((len(truth.ids), len(findings)), np.nan)
-    for j, f in enumerate(findings):
-        if f not in reader.findings:
-            continue
-        column = reader.codes[:, reader.findings.index(f)]
-        for i, rs in enumerate(members):
-            if rs and column[rs[0]] in (0.0, 1.0):
-                out[i, j] = column[rs[0]]
-    return out
-
-
-def _check_chosen(chosen: Sequence[str], truth: Truth, scores: Scores) -> None:
-    """Every ``xray.cls.findings`` entry is a column of the truth and of the predictions."""
-    for names, file in ((truth.findings, truth.files[0]), (scores.findings, scores.file)):
-        absent = [f for f in chosen if f not in names]
-        if absent:
-            raise InputError(f"xray.cls.findings {absent} not in the columns {names}", file=str(file), field=absent[0])
-
-
-def evaluated_findings(truth: Truth, scores: Scores, chosen: Sequence[str]) -> tuple[list[str], list[str]]:
-    """The findings to evaluate, in the truth's order, and the warnings.
-
-    ``chosen`` (``xray.cls.findings``) non-empty: those, each in the truth and in the predictions. Else the
-    findings of both; a truth finding without predictions is named in a warning (the generic layout keeps its
-    strict rule: the predictions have exactly the truth's columns). A prediction column that is no truth finding
-    is an error either way (a misspelt column must not pass silently).
-    """
-    scores_file = str(scores.file)
-    unknown = [c for c in scores.findings if c not in truth.findings]
-    if unknown:
-        raise InputError(
-            f"unknown finding column(s) {unknown}; labels have {truth.findings}", file=scores_file, field=unknown[0]
-        )
-    if chosen:
-        _check_chosen(chosen, truth, scores)
-        return [f for f in truth.findings if f in chosen], []
-    absent = [f for f in truth.findings if f not in scores.findings]
-    if absent and truth.layout.generic:
-        raise InputError(f"finding column(s) {absent} missing", file=scores_file, field=absent[0])
-    notes = []
-    if absent:
-        notes.append(
-            f"xray/cls: {len(absent)} truth finding(s) without predictions, not evaluated: {absent} "
-            "(set xray.cls.findings to choose the findings)"
-        )
-    return [f for f in truth.findings if f in scores.findings], notes
 
 
 def labels_of(codes: np.ndarray, blank: str, uncertain: str) -> tuple[np.ndarray, int]:

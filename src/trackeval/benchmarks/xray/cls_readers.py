@@ -114,9 +114,9 @@ def _reader_key(metric: str, reader: str, *rest: str) -> str:
     return metric_key(PREFIX, metric, f"by_{READER_DIMENSION}", reader, *rest)
 
 
-def _token(reader: Reader, seen: dict[str, Reader]) -> str:
-    """The reader's key token (:func:`trackeval.results.key_token` of its ``name``: ``"Rad 1"`` -> ``rad_1``),
-    refused when another reader has the same token."""
+def _claim_reader_key(reader: Reader, seen: dict[str, Reader]) -> str:
+    """The reader's key token, :func:`trackeval.results.key_token` of its ``name`` (``"Rad 1"`` -> ``rad_1``),
+    claimed in ``seen``: refused when another reader has claimed the same token."""
     token = key_token(reader.name, file=str(reader.file), field="readers")
     if token in seen:
         raise InputError(
@@ -297,7 +297,7 @@ def reader_aggregates(
     seen: dict[str, Reader] = {}
     below = np.full((len(readers), len(tokens)), np.nan)
     for r, reader in enumerate(readers):
-        token = _token(reader, seen)
+        token = _claim_reader_key(reader, seen)
         if reader.decisions.shape != split.labels.shape:
             raise InputError(
                 f"decisions of shape {reader.decisions.shape} are not aligned to the labels {split.labels.shape}",

@@ -23,7 +23,7 @@ class XRayClsConfig(Section):
     0 keeps every finding (1 leaves out only findings without a positive or a negative).
     The operating point is fixed at 95% sensitivity (the keys say ``sens95``).
 
-    Native layouts (:mod:`trackeval.benchmarks.xray_tasks.cls_layouts`): ``blank``: what a blank label means,
+    Native layouts (:mod:`trackeval.benchmarks.xray.cls_layouts`): ``blank``: what a blank label means,
     ``negative`` or ``uncertain`` (then ``uncertain`` applies); unset: the layout's own convention (CheXpert and
     MIMIC-CXR: negative, "not mentioned"; the generic layout: uncertain, as always). ``findings``: evaluate only
     these findings (truth column names; each must be in the truth and the predictions); empty: the findings of

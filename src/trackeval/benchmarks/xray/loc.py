@@ -5,7 +5,7 @@ Inputs: ``--ground-truth`` a COCO annotation file (``images``, ``annotations`` w
 supported) and ``--predictions`` a COCO results list. Entries with ``image_id``, ``category_id``, ``bbox``,
 ``score`` are detections; entries with ``annotation_id`` and ``bbox`` are phrase-grounding boxes, one per
 ground-truth annotation (the phrase's box). The ground truth may also be a YOLO dataset (``data.yaml`` or a
-split folder) or an MS-CXR CSV (:mod:`~trackeval.benchmarks.xray_tasks.loc_layouts`), told from the files or
+split folder) or an MS-CXR CSV (:mod:`~trackeval.benchmarks.xray.loc_layouts`), told from the files or
 forced by ``--format``; they are converted to the same COCO structures and scored alike.
 
 * ``xray/loc/map_50``: mean over categories with ground truth of COCO AP at IoU 0.5 (101-point interpolation,
@@ -45,11 +45,11 @@ from typing import Any
 import numpy as np
 
 from trackeval.benchmarks.summaries import clusters_of, column_summary, summary
-from trackeval.benchmarks.xray_tasks.common import TaskInputs, unique_tokens
-from trackeval.benchmarks.xray_tasks.loc_layouts import (
+from trackeval.benchmarks.xray.common import TaskInputs, unique_tokens
+from trackeval.benchmarks.xray.loc_layouts import (
     MS_CXR_PRED_COLUMNS,
+    LocTruth,
     Phrase,
-    Truth,
     check_inside,
     is_ms_cxr,
     is_yolo,
@@ -358,7 +358,7 @@ class _Inputs:
     phrases: list[Phrase] | None = None
 
 
-def _native_predictions(inputs: TaskInputs, layout: str, truth: Truth) -> tuple[list, dict, str]:
+def _native_predictions(inputs: TaskInputs, layout: str, truth: LocTruth) -> tuple[list, dict, str]:
     """Detections, grounding and the predictions' layout name for a native ground truth."""
     path = inputs.predictions
     if layout == "ms-cxr":

@@ -57,7 +57,7 @@ class Phrase:
 
 
 @dataclass
-class Truth:
+class LocTruth:
     """Ground truth in the task's COCO structures: sorted image ids, ``{category id: name}`` (tokens are made by
     the task), annotations (``id, image_id, category_id, bbox`` in pixels), the MS-CXR phrases (empty for
     YOLO), the images' pixel sizes ``{image id: (width, height)}`` (YOLO: from the image headers; MS-CXR: its
@@ -271,7 +271,7 @@ def _label_lines(path: Path) -> list[tuple[int, str]]:
     return [(i, line) for i, line in enumerate(text.splitlines(), start=1) if line.strip()]
 
 
-def load_yolo_truth(path: Path, split: str) -> Truth:
+def load_yolo_truth(path: Path, split: str) -> LocTruth:
     """The YOLO ground truth of ``path`` (a data.yaml and ``split``, or a split folder) as COCO structures."""
     images, labels, names, lines = _yolo_split(path, split)
     sizes, size_lines = _yolo_sizes(images)
@@ -286,10 +286,10 @@ def load_yolo_truth(path: Path, split: str) -> Truth:
             cls = _class(values[0], names, file=file, line_no=line_no)
             box = _pixels(_truth_box(values, file=file, line_no=line_no), sizes[stem])
             anns.append({"id": len(anns) + 1, "image_id": stem, "category_id": cls, "bbox": box})
-    return Truth(sorted(sizes), names, anns, sha256_text(*lines, *size_lines), sizes=sizes)
+    return LocTruth(sorted(sizes), names, anns, sha256_text(*lines, *size_lines), sizes=sizes)
 
 
-def load_yolo_predictions(path: Path, truth: Truth) -> list[dict[str, Any]]:
+def load_yolo_predictions(path: Path, truth: LocTruth) -> list[dict[str, Any]]:
     """Detections of a ``--save-txt --save-conf`` labels folder: ``cls xc yc w h conf`` per line."""
     dets: list[dict[str, Any]] = []
     for file in sorted(path.iterdir()):
@@ -381,7 +381,7 @@ def _ms_rows(path: Path, columns: tuple[str, ...], split: str | None) -> list[tu
     return picked
 
 
-def load_ms_cxr_truth(path: Path, split: str) -> Truth:
+def load_ms_cxr_truth(path: Path, split: str) -> LocTruth:
     """MS-CXR rows of ``split`` (``all``: every row) as COCO structures and phrases."""
     rows = _ms_rows(path, MS_CXR_COLUMNS, None if split == "all" else split)
     cat_names = sorted({r["category_name"] for _, r in rows})
@@ -407,10 +407,10 @@ def load_ms_cxr_truth(path: Path, split: str) -> Truth:
         anns.append({"id": line, "image_id": r["dicom_id"], "category_id": cat_of[r["category_name"]], "bbox": box})
     names = {i + 1: n for i, n in enumerate(cat_names)}
     digest = sha256_text(_sha(read_bytes(path)), f"split:{split}")
-    return Truth(sorted(per_image), names, anns, digest, phrases=list(phrases.values()), sizes=sizes)
+    return LocTruth(sorted(per_image), names, anns, digest, phrases=list(phrases.values()), sizes=sizes)
 
 
-def load_ms_cxr_predictions(path: Path, truth: Truth) -> tuple[list[dict[str, Any]], dict[int, list[list[float]]]]:
+def load_ms_cxr_predictions(path: Path, truth: LocTruth) -> tuple[list[dict[str, Any]], dict[int, list[list[float]]]]:
     """Detections (rows with a ``score``) and ``{phrase number: predicted boxes}`` of an MS-CXR-style CSV."""
     index = {(p.image_id, p.text): k for k, p in enumerate(truth.phrases)}
     has_score = "score" in _header_line(path)

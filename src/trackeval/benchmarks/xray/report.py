@@ -3,7 +3,7 @@
 Inputs: ``--ground-truth references.jsonl`` and ``--predictions predictions.jsonl``, one JSON object per line,
 ``{"id": ..., "report": "..."}`` (a reference ``report`` may also be a list of strings: several references);
 the ground truth may also be IU X-ray as distributed (OpenI XML, ``indiana_reports.csv``, R2Gen's
-``annotation.json``: :mod:`~trackeval.benchmarks.xray_tasks.report_layouts`), told from the files or forced by
+``annotation.json``: :mod:`~trackeval.benchmarks.xray.report_layouts`), told from the files or forced by
 ``--format``; predictions stay JSON Lines keyed by the layout's report id.
 Text is tokenised by :func:`trackeval.metrics.text.tokenize` (lower-case, punctuation deleted, whitespace split).
 
@@ -27,8 +27,8 @@ import numpy as np
 
 from trackeval.benchmarks.missing import check_missing
 from trackeval.benchmarks.summaries import clusters_of, column_summary, summary
-from trackeval.benchmarks.xray_tasks.common import TaskInputs
-from trackeval.benchmarks.xray_tasks.report_layouts import (
+from trackeval.benchmarks.xray.common import TaskInputs
+from trackeval.benchmarks.xray.report_layouts import (
     is_indiana_csv,
     is_openi_xml,
     is_r2gen,

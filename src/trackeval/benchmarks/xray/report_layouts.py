@@ -51,7 +51,7 @@ def r2gen_clean(report: str, *, mimic: bool = False) -> str:
     kept, as R2Gen keeps them (its emptiness test compares a string with a list).
 
     Examples:
-        >>> from trackeval.benchmarks.xray_tasks.report_layouts import r2gen_clean
+        >>> from trackeval.benchmarks.xray.report_layouts import r2gen_clean
         >>> r2gen_clean("1. Heart size normal.. 2. No effusion/pneumothorax.")
         'heart size normal . no effusionpneumothorax .'
     """

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from trackeval.benchmarks.summaries import clusters_of, column_summary
-from trackeval.benchmarks.xray_tasks.common import TaskInputs
+from trackeval.benchmarks.xray.common import TaskInputs
 from trackeval.config import EvalConfig
 from trackeval.engine.driver import Evaluation
 from trackeval.errors import InputError

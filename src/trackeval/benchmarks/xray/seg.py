@@ -12,7 +12,7 @@ per-class means over images, with ``/by_class/<c>``, CIs from an image-level boo
 is scored as all background (``xray.seg.missing_prediction: worst``) or left NaN (``exclude``), counted and named
 in one warning line, or an error (``error``); no prediction matching any image is an error naming the folder.
 
-Native layouts (:mod:`~trackeval.benchmarks.xray_tasks.seg_layouts`: ``binary-folders``, ``jsrt-scr``,
+Native layouts (:mod:`~trackeval.benchmarks.xray.seg_layouts`: ``binary-folders``, ``jsrt-scr``,
 ``paxray``, ``vindr-ribcxr``, ``siim-rle``) hold overlapping classes, one binary mask per class: each class is
 scored on its own two masks (a pixel in two classes counts for both; no argmax), through the same Dice/IoU
 counts, record and aggregates as the label maps, which are the special case of one binary mask per label id
@@ -34,9 +34,9 @@ import numpy as np
 
 from trackeval.benchmarks.missing import check_missing
 from trackeval.benchmarks.summaries import clusters_of, mean_summaries
-from trackeval.benchmarks.xray_config import XRaySegConfig
-from trackeval.benchmarks.xray_tasks.common import TaskInputs, unique_tokens
-from trackeval.benchmarks.xray_tasks.seg_layouts import (
+from trackeval.benchmarks.xray.common import TaskInputs, unique_tokens
+from trackeval.benchmarks.xray.config import XRaySegConfig
+from trackeval.benchmarks.xray.seg_layouts import (
     PAXRAY_SPLIT,
     PREDICTION_LAYOUTS,
     TRUTH_LAYOUTS,
