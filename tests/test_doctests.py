@@ -28,7 +28,7 @@ DOCTEST_MODULES = [
     *METRIC_MODULES,
     "trackeval.api",
     "trackeval.loop",
-    "trackeval.benchmarks.xray_tasks.report_layouts",
+    "trackeval.benchmarks.xray.report_layouts",
     "trackeval.tracking.views",
     "trackeval.tracking.descriptions",
     "trackeval.report.checks",

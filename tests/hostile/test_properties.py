@@ -34,8 +34,8 @@ from hypothesis import strategies as st
 
 from tests.conftest import scaled
 from trackeval.benchmarks.mir3d import RegionTruth, load_rankings
-from trackeval.benchmarks.xray_tasks.report import _reports
-from trackeval.benchmarks.xray_tasks.ret import read_rankings
+from trackeval.benchmarks.xray.report import _reports
+from trackeval.benchmarks.xray.ret import read_rankings
 from trackeval.errors import InputError
 from trackeval.interactive.logs import InteractionLog, read_log
 from trackeval.io.limits import max_voxels
