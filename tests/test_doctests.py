@@ -23,6 +23,7 @@ METRIC_MODULES = [
     "trackeval.metrics.interactive",
     "trackeval.metrics.box_union",
     "trackeval.metrics.readers",
+    "trackeval.metrics.checks",
 ]
 DOCTEST_MODULES = [
     *METRIC_MODULES,

@@ -13,6 +13,8 @@ from monai.metrics import HausdorffDistanceMetric, SurfaceDiceMetric
 from monai.metrics.utils import get_code_to_measure_table
 from scipy.spatial import cKDTree
 
+import trackeval.metrics._surface_crop as crop_mod
+import trackeval.metrics._surface_search as search_mod
 import trackeval.metrics.surface as surface_mod
 from trackeval.metrics.surface import (
     assd,
@@ -161,7 +163,7 @@ def _use_path(monkeypatch: pytest.MonkeyPatch, path: str) -> None:
     those at distance 0 (the table holds only the zero offset)."""
     if path == "offsets":
         monkeypatch.setattr(surface_mod, "_OFFSET_BUDGET", 10**6)
-        monkeypatch.setattr(surface_mod, "_kdtree_distances", _no_kdtree)
+        monkeypatch.setattr(search_mod, "_kdtree_distances", _no_kdtree)
     elif path == "kdtree":
         monkeypatch.setattr(surface_mod, "_OFFSET_BUDGET", 1)
 
@@ -225,19 +227,19 @@ def test_kdtree_window_of_far_queries(monkeypatch: pytest.MonkeyPatch) -> None:
     pred[53:56, 53:56, 20:23] = 1  # island: ~12 voxels from the ball's surface, past the offset table's radius
     spacing = (1.0, 1.0, 1.0)
     windows: list[tuple[int, int]] = []
-    window = surface_mod._window
+    window = search_mod._window
 
     def spy(source: np.ndarray, query: np.ndarray, shape: tuple[int, ...], grid_spacing: np.ndarray) -> np.ndarray:
         kept = window(source, query, shape, grid_spacing)
         windows.append((source.size, kept.shape[0]))
         return kept
 
-    monkeypatch.setattr(surface_mod, "_window", spy)
+    monkeypatch.setattr(search_mod, "_window", spy)
     result = surface_metrics(pred, truth, spacing)[1]
     assert windows and all(0 < kept < whole for whole, kept in windows), windows
     _assert_metrics_close(result, _reference_metrics(pred, truth, spacing, (1,), 1.0, 95.0))
     assert result["hd"] > 10.0
-    monkeypatch.setattr(surface_mod, "_WINDOW_SAMPLE", 10**9)  # the whole surface, as before the window
+    monkeypatch.setattr(search_mod, "_WINDOW_SAMPLE", 10**9)  # the whole surface, as before the window
     _assert_identical({1: surface_metrics(pred, truth, spacing)[1]}, {1: result})
 
 
@@ -266,8 +268,8 @@ SPACINGS_3D = [(1.0, 1.0, 1.0), (0.703125, 0.703125, 2.5), (2.5, 0.703125, 0.703
 def test_area_table_is_monais_bit_for_bit(spacing: tuple[float, ...]) -> None:
     """The surfel-area table is computed without MONAI/torch and equals MONAI's (float32 in 3D) exactly."""
     table, kernel = get_code_to_measure_table(spacing)
-    np.testing.assert_array_equal(surface_mod._area_table(spacing), np.asarray(table.numpy(), dtype=np.float64))
-    ours = surface_mod._ENCODING_KERNEL[len(spacing)]
+    np.testing.assert_array_equal(search_mod._area_table(spacing), np.asarray(table.numpy(), dtype=np.float64))
+    ours = search_mod._ENCODING_KERNEL[len(spacing)]
     np.testing.assert_array_equal(ours, kernel.numpy().reshape(ours.shape))
 
 
@@ -276,7 +278,7 @@ def test_area_table_random_spacings() -> None:
     for _ in range(300):
         spacing = tuple(float(s) for s in rng.uniform(0.05, 8.0, 3))
         expected = np.asarray(get_code_to_measure_table(spacing)[0].numpy(), dtype=np.float64)
-        np.testing.assert_array_equal(surface_mod._area_table(spacing), expected, err_msg=str(spacing))
+        np.testing.assert_array_equal(search_mod._area_table(spacing), expected, err_msg=str(spacing))
 
 
 def test_default_labels_are_all_nonzero_ids_and_wrappers_agree() -> None:
@@ -327,13 +329,11 @@ def test_compiled_union_boxes_and_per_map_boxes_agree(shift: int) -> None:
     assert {2 + shift, 5 + shift} <= set(compiled)
     per_map = surface_metrics(pred.astype(np.uint16), truth.astype(np.uint16), spacing)
     _assert_identical(per_map, compiled)
-    from trackeval.metrics import surface
-
-    expected = surface._union_label_boxes(truth.astype(np.int32), pred.astype(np.int32))
-    assert surface._uint8_union_boxes(truth, pred) == expected
+    expected = crop_mod.union_label_boxes(truth.astype(np.int32), pred.astype(np.int32))
+    assert crop_mod._uint8_union_boxes(truth, pred) == expected
     unaligned = np.empty(truth.size + 1, dtype=np.uint8)[1:].reshape(truth.shape)  # not 8-byte aligned
     unaligned[...] = truth
-    assert surface._union_label_boxes(unaligned, pred) == expected
+    assert crop_mod.union_label_boxes(unaligned, pred) == expected
 
 
 def test_bool_maps() -> None:
@@ -354,14 +354,14 @@ def test_surface_codes_equal_the_padded_convolution(shape: tuple[int, ...], flip
     arr = rng.integers(0, 3, size=(12, 11, 10)[: len(shape)], dtype=np.uint8)
     box = tuple(slice(1, 1 + n) for n in shape)
     spacing = (0.8, 1.3, 2.1)[: len(shape)]
-    geometry = surface_mod._Geometry(spacing, flip, 40)
-    kernel = surface_mod._ENCODING_KERNEL[len(shape)]
+    geometry = search_mod.Geometry(spacing, flip, 40)
+    kernel = search_mod._ENCODING_KERNEL[len(shape)]
     kernel = kernel.T if flip else kernel
     padded = np.pad(np.isin(arr[box], (1, 2)), [(p, p) for p in geometry.pad]).astype(np.int64)
     expected = np.zeros(tuple(n - 1 for n in padded.shape), dtype=np.int64)
     for offset in np.ndindex(kernel.shape):
         expected += kernel[offset] * padded[tuple(slice(o, o + n) for o, n in zip(offset, expected.shape, strict=True))]
-    surface = surface_mod._surface(arr, box, (1, 2), geometry)
+    surface = search_mod._surface(arr, box, (1, 2), geometry)
     assert surface.shape == expected.shape
     border = (expected > 0) & (expected < kernel.sum())
     np.testing.assert_array_equal(np.unpackbits(surface.bits, bitorder="little")[: border.size], border.ravel())
@@ -377,7 +377,7 @@ def test_first_hits_restart_finds_the_same_first_hit(spacing: tuple[float, ...])
     from trackeval.metrics import compiled
 
     rng = np.random.default_rng(17)
-    geometry = surface_mod._Geometry(spacing, False, 400)
+    geometry = search_mod.Geometry(spacing, False, 400)
     shape = tuple(24 + 2 * p for p in geometry.pad)
     source = np.zeros(shape, dtype=bool)
     source[tuple(rng.integers(p, p + 24, size=40) for p in geometry.pad)] = True  # sparse: many misses

@@ -32,6 +32,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from trackeval.metrics.checks import check_binary, check_finite, check_paired_1d
+
 #: Default number of equal-width probability bins of the expected calibration error.
 ECE_BINS = 15
 
@@ -146,12 +148,9 @@ def logit_interval(
 def _check(y: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     y = np.asarray(y)
     s = np.asarray(scores, dtype=np.float64)
-    if y.ndim != 1 or y.shape != s.shape:
-        raise ValueError(f"y and scores must be 1D of equal length, got {y.shape} and {s.shape}")
-    if y.size and not np.isin(y, (0, 1)).all():
-        raise ValueError("y must hold only 0 and 1")
-    if not np.isfinite(s).all():
-        raise ValueError("scores must be finite")
+    check_paired_1d(("y", "scores"), y, s)
+    check_binary("y", y)
+    check_finite("scores", s)
     return y.astype(bool), s
 
 
@@ -532,8 +531,7 @@ def ece_reference(probs: np.ndarray, n_bins: int = ECE_BINS) -> float:
     p = np.asarray(probs, dtype=np.float64)
     if p.ndim != 1:
         raise ValueError(f"probs must be 1D, got shape {p.shape}")
-    if not np.isfinite(p).all():
-        raise ValueError("probabilities must be finite")
+    check_finite("probabilities", p)
     idx = _ece_bin_index(p, n_bins)
     if p.size == 0:
         return math.nan

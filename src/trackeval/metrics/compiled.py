@@ -40,9 +40,9 @@ def first_hits(bits, query, deltas, restart, out):  # type: ignore[no-untyped-de
     ``restart[k]``: where the scan of a query may start when the query before it is its neighbour along the last
     axis (``query[i] == query[i - 1] + 1``) and had its first hit at ``k`` (``restart[-1]`` when it had none): an
     index before which no offset can hit (the caller builds it from the triangle inequality, see
-    ``trackeval.metrics.surface._restart_table``), so the first hit is the same as with a scan from 0. Most queries
-    of a surface follow their neighbour, so a query far from the other surface skips most of the offsets that its
-    neighbour already found empty.
+    ``trackeval.metrics._surface_search._restart_table``), so the first hit is the same as with a scan from 0.
+    Most queries of a surface follow their neighbour, so a query far from the other surface skips most of the
+    offsets that its neighbour already found empty.
     """
     n_deltas = deltas.size
     previous = -2

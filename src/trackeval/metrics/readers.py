@@ -36,6 +36,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from trackeval.metrics.checks import check_binary, check_finite, check_paired_1d
+
 __all__ = [
     "READER_DIMENSION",
     "READER_SENSITIVITY",
@@ -59,12 +61,9 @@ def _check(labels: np.ndarray, scores: np.ndarray, decisions: np.ndarray | None 
     """``labels`` as float 0/1, ``scores`` as float, ``decisions`` as float 0/1/NaN; ValueError otherwise."""
     y = np.asarray(labels, dtype=np.float64)
     s = np.asarray(scores, dtype=np.float64)
-    if y.ndim != 1 or y.shape != s.shape:
-        raise ValueError(f"labels and scores must be 1D of equal length, got {y.shape} and {s.shape}")
-    if y.size and not np.isin(y, (0.0, 1.0)).all():
-        raise ValueError("labels must hold only 0 and 1")
-    if not np.isfinite(s).all():
-        raise ValueError("scores must be finite")
+    check_paired_1d(("labels", "scores"), y, s)
+    check_binary("labels", y)
+    check_finite("scores", s)
     if decisions is None:
         return y, s
     d = np.asarray(decisions, dtype=np.float64)

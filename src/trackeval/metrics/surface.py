@@ -89,6 +89,11 @@ is bit-identical for a C-ordered copy, in any thread, without sorting the
 surfels. Every distance is computed from the integer corner offset with one
 formula, and the area table reproduces MONAI's float32 table bit for bit without
 importing MONAI or torch.
+
+Modules: this one holds the public functions and their argument checks (through
+:mod:`trackeval.metrics.checks`); :mod:`trackeval.metrics._surface_crop` the
+memory order and the label boxes; :mod:`trackeval.metrics._surface_search` the
+surfel areas, the border corners and the nearest-corner search.
 """
 
 from __future__ import annotations
@@ -99,9 +104,19 @@ from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from functools import lru_cache
 
 import numpy as np
+
+from trackeval.metrics._surface_crop import box_for, mask_box, oriented, union_box, union_label_boxes
+from trackeval.metrics._surface_search import METRIC_KEYS, Geometry, find_nearest, label_metrics, surfaces
+from trackeval.metrics.checks import (
+    check_integer,
+    check_label_map,
+    check_number,
+    check_same_shape,
+    is_integer,
+    is_number,
+)
 
 # scipy (~0.2 s to import) is imported by the functions that use it: Dice/IoU-only runs, which import this
 # module through trackeval.metrics, never load it
@@ -124,21 +139,12 @@ Label = int | tuple[int, ...]
 #: import it once before it forks its workers (:func:`trackeval.engine.executors.map_cases`' ``preload``)
 COMPILED_MODULE = "trackeval.metrics.compiled"
 
-# find_objects allocates one entry per id up to the maximum id; above this
-# maximum (or with negative ids) the ids are compacted with np.unique first.
-_MAX_DIRECT_ID = 1 << 16
-
 # Grid offsets in the search table, nearest first (a radius of about 8.4 mm for
 # 0.7 x 0.7 x 2.5 mm CT voxels); the crop is padded by that radius. Surfels
 # farther than that go to the k-d tree: on the 6 UMD cases of the end-to-end
 # benchmark 1024 offsets left up to 12,613 per case there (0.14 CPU-s), 2048
 # about 1,000 (0.02 CPU-s); 4096 and 8192 cost as much in larger crops.
 _OFFSET_BUDGET = 2048
-
-# Source corners sampled to bound the window the k-d tree fallback is built over (see _window).
-_WINDOW_SAMPLE = 1024
-
-_Box = tuple[slice, ...]
 
 
 @dataclass(frozen=True, eq=False)
@@ -238,25 +244,25 @@ def surface_metrics(
     """
     pred_arr, truth_arr = _check_maps(pred, truth)
     spacing_t = _check_spacing(spacing, pred_arr.ndim)
-    tol = _check_tolerance(tolerance_mm)
-    pct = _check_percentile(percentile)
-    n_threads = _check_threads(threads)
+    tol = check_number("tolerance_mm", tolerance_mm, at_least=0)
+    pct = check_number("percentile", percentile, at_least=0, at_most=100)
+    n_threads = check_integer("threads", threads, at_least=1)
     requested = _check_labels(labels)
 
-    pred_arr, truth_arr, flip = _oriented(pred_arr, truth_arr)
-    boxes = _union_label_boxes(truth_arr, pred_arr)
+    pred_arr, truth_arr, flip = oriented(pred_arr, truth_arr)
+    boxes = union_label_boxes(truth_arr, pred_arr)
     if requested is None:
         requested = sorted(boxes)
 
-    geometry = _Geometry.get(spacing_t, flip, _OFFSET_BUDGET)
+    geometry = Geometry.get(spacing_t, flip, _OFFSET_BUDGET)
 
     members_of = [label if isinstance(label, tuple) else (label,) for label in requested]
-    label_boxes = [_union_box([_box_for(truth_arr, pred_arr, boxes, m) for m in members]) for members in members_of]
+    label_boxes = [union_box([box_for(truth_arr, pred_arr, boxes, m) for m in members]) for members in members_of]
 
     def score(i: int) -> dict[str, float]:
         if label_boxes[i] is None:
-            return dict.fromkeys(_METRIC_KEYS, math.nan)
-        return _label_metrics(truth_arr, pred_arr, label_boxes[i], members_of[i], geometry, tol, pct)
+            return dict.fromkeys(METRIC_KEYS, math.nan)
+        return label_metrics(truth_arr, pred_arr, label_boxes[i], members_of[i], geometry, tol, pct)
 
     workers = min(n_threads, len(requested))
     if workers <= 1:
@@ -440,19 +446,19 @@ def surface_distances(
     """
     pred_arr, truth_arr = _check_maps(pred_mask, truth_mask, names=("pred_mask", "truth_mask"))
     spacing_t = _check_spacing(spacing, pred_arr.ndim)
-    pred_arr, truth_arr, flip = _oriented(pred_arr, truth_arr)
+    pred_arr, truth_arr, flip = oriented(pred_arr, truth_arr)
     pred_bool = pred_arr if pred_arr.dtype == np.bool_ else pred_arr != 0
     truth_bool = truth_arr if truth_arr.dtype == np.bool_ else truth_arr != 0
-    box = _union_box([_mask_box(truth_bool), _mask_box(pred_bool)])
+    box = union_box([mask_box(truth_bool), mask_box(pred_bool)])
     if box is None:
         empty = _readonly(np.zeros(0))
         return SurfaceDistances(empty, empty, empty, empty)
-    geometry = _Geometry.get(spacing_t, flip, _OFFSET_BUDGET)
-    truth_surface, pred_surface = _surfaces(truth_bool, pred_bool, box, (True,), geometry)
+    geometry = Geometry.get(spacing_t, flip, _OFFSET_BUDGET)
+    truth_surface, pred_surface = surfaces(truth_bool, pred_bool, box, (True,), geometry)
     a_t, a_p = geometry.table[truth_surface.codes], geometry.table[pred_surface.codes]
     if a_t.size and a_p.size:
-        d_tp = _nearest(pred_surface, truth_surface.flat, geometry).distances(geometry)
-        d_pt = _nearest(truth_surface, pred_surface.flat, geometry).distances(geometry)
+        d_tp = find_nearest(pred_surface, truth_surface.flat, geometry).distances(geometry)
+        d_pt = find_nearest(truth_surface, pred_surface.flat, geometry).distances(geometry)
     else:  # at most one surface present: its distances are infinite
         d_tp, d_pt = np.full(a_t.size, np.inf), np.full(a_p.size, np.inf)
     d_tp, a_t = _sort_pairs(d_tp, a_t)
@@ -462,26 +468,12 @@ def surface_distances(
 
 # --------------------------------------------------------------------------- validation
 
-_METRIC_KEYS = ("hd", "hd95", "assd", "nsd")
-
 
 def _check_maps(
     pred: object, truth: object, names: tuple[str, str] = ("pred", "truth")
 ) -> tuple[np.ndarray, np.ndarray]:
-    arrays = []
-    for name, value in zip(names, (pred, truth), strict=True):
-        if not isinstance(value, np.ndarray):
-            raise TypeError(f"{name} must be a numpy.ndarray, got {type(value).__name__}")
-        if not (np.issubdtype(value.dtype, np.integer) or value.dtype == np.bool_):
-            raise TypeError(f"{name} must have an integer or bool dtype, got {value.dtype}")
-        if value.ndim not in (2, 3):
-            raise ValueError(f"{name} must be 2D or 3D, got {value.ndim}D with shape {value.shape}")
-        arrays.append(value)
-    if arrays[0].shape != arrays[1].shape:
-        raise ValueError(
-            f"{names[0]} and {names[1]} must have the same shape, "
-            f"got {names[0]} {arrays[0].shape} and {names[1]} {arrays[1].shape}"
-        )
+    arrays = [check_label_map(name, value, (2, 3)) for name, value in zip(names, (pred, truth), strict=True)]
+    check_same_shape(names, arrays[0], arrays[1])
     return arrays[0], arrays[1]
 
 
@@ -493,7 +485,7 @@ def _check_spacing(spacing: Sequence[float], ndim: int) -> tuple[float, ...]:
         raise ValueError(f"spacing must have one value per axis ({ndim}), got {len(values)}: {spacing!r}")
     out = []
     for v in values:
-        if isinstance(v, bool | np.bool_) or not isinstance(v, int | float | np.integer | np.floating):
+        if not is_number(v):
             raise TypeError(f"spacing values must be numbers, got {v!r} in {spacing!r}")
         f = float(v)
         if not math.isfinite(f) or f <= 0:
@@ -502,36 +494,10 @@ def _check_spacing(spacing: Sequence[float], ndim: int) -> tuple[float, ...]:
     return tuple(out)
 
 
-def _check_tolerance(tolerance_mm: float) -> float:
-    if isinstance(tolerance_mm, bool) or not isinstance(tolerance_mm, int | float | np.integer | np.floating):
-        raise TypeError(f"tolerance_mm must be a number, got {tolerance_mm!r}")
-    tol = float(tolerance_mm)
-    if not tol >= 0:  # also rejects NaN
-        raise ValueError(f"tolerance_mm must be >= 0, got {tolerance_mm!r}")
-    return tol
-
-
-def _check_percentile(percentile: float) -> float:
-    if isinstance(percentile, bool) or not isinstance(percentile, int | float | np.integer | np.floating):
-        raise TypeError(f"percentile must be a number, got {percentile!r}")
-    pct = float(percentile)
-    if not 0.0 <= pct <= 100.0:  # also rejects NaN
-        raise ValueError(f"percentile must be in [0, 100], got {percentile!r}")
-    return pct
-
-
-def _check_threads(threads: int) -> int:
-    if isinstance(threads, bool) or not isinstance(threads, int | np.integer):
-        raise TypeError(f"threads must be an integer, got {threads!r}")
-    if threads < 1:
-        raise ValueError(f"threads must be >= 1, got {threads!r}")
-    return int(threads)
-
-
 def _check_label_id(value: object, context: object) -> int:
-    if isinstance(value, bool | np.bool_) or not isinstance(value, int | np.integer):
+    if not is_integer(value):
         raise TypeError(f"label ids must be integers, got {value!r} in {context!r}")
-    return int(value)
+    return int(value)  # type: ignore[call-overload]
 
 
 def _check_labels(labels: Iterable[Label] | None) -> list[Label] | None:
@@ -551,474 +517,6 @@ def _check_labels(labels: Iterable[Label] | None) -> list[Label] | None:
         else:
             out.append(_check_label_id(label, labels))
     return out
-
-
-# --------------------------------------------------------------------------- boxes and crops
-
-
-def _oriented(pred: np.ndarray, truth: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool]:
-    """Both maps in the orientation in which ``truth`` is C-contiguous: ``(pred, truth, flip)``.
-
-    ``flip`` is True when the maps are returned as their transposed views (``.T``, no copy: a Fortran-ordered
-    volume, as nibabel returns). A ``pred`` in the other memory order is copied once into the same order.
-    """
-    flip = truth.flags.f_contiguous and not truth.flags.c_contiguous
-    if flip:
-        pred, truth = pred.T, truth.T
-    if truth.flags.c_contiguous and not pred.flags.c_contiguous:
-        pred = np.ascontiguousarray(pred)
-    return pred, truth, flip
-
-
-def _label_boxes(arr: np.ndarray) -> dict[int, _Box]:
-    """Bounding boxes of all non-zero ids of a label map in one pass."""
-    from scipy import ndimage
-
-    if arr.dtype == np.bool_:
-        arr = arr.view(np.uint8)
-    if arr.size == 0:
-        return {}
-    lo, hi = int(arr.min()), int(arr.max())
-    if lo >= 0 and hi <= max(_MAX_DIRECT_ID, arr.size):
-        objects = ndimage.find_objects(arr)
-        return {i + 1: box for i, box in enumerate(objects) if box is not None}
-    # negative or very large ids: compact them to 1..K first
-    ids, inverse = np.unique(arr, return_inverse=True)
-    objects = ndimage.find_objects(inverse.reshape(arr.shape) + 1)
-    return {int(ids[i]): box for i, box in enumerate(objects) if box is not None and ids[i] != 0}
-
-
-def _mask_box(mask: np.ndarray) -> _Box | None:
-    """Bounding box of a boolean mask, or None if it is empty."""
-    from scipy import ndimage
-
-    objects = ndimage.find_objects(mask.view(np.uint8) if mask.dtype == np.bool_ else mask.astype(np.uint8))
-    return objects[0] if objects else None
-
-
-def _union_label_boxes(truth: np.ndarray, pred: np.ndarray) -> dict[int, _Box]:
-    """The box of every non-zero id over both maps (of the voxels where either map has it), sorted by id.
-
-    Two C-contiguous, 8-byte aligned uint8 (or bool) maps, the usual case (a label map read from NIfTI is stored
-    in the smallest type that holds its ids): one compiled pass over both
-    (:func:`trackeval.metrics.compiled.union_boxes`; 0.011 CPU-s for a 512 x 512 x 133 pair, where two
-    ``find_objects`` passes take 0.14); otherwise one ``find_objects`` pass per map, united per id.
-    """
-    t, p = (a.view(np.uint8) if a.dtype == np.bool_ else a for a in (truth, pred))
-    if all(a.dtype == np.uint8 and a.flags.c_contiguous and a.ctypes.data % 8 == 0 for a in (t, p)) and t.size:
-        return _uint8_union_boxes(t, p)
-    united: dict[int, list[_Box]] = {}
-    for a in (t, p):
-        for label, box in _label_boxes(a).items():
-            united.setdefault(label, []).append(box)
-    return {label: box for label in sorted(united) if (box := _union_box(united[label])) is not None}
-
-
-def _uint8_union_boxes(truth: np.ndarray, pred: np.ndarray) -> dict[int, _Box]:
-    """:func:`_union_label_boxes` of two C-contiguous uint8 maps, in one compiled pass."""
-    from trackeval.metrics import compiled
-
-    bounds = np.zeros((256, 6), dtype=np.int64)
-    bounds[:, :3] = np.iinfo(np.int64).max
-    as3d = (1,) * (3 - truth.ndim) + truth.shape
-    compiled.union_boxes(truth.reshape(as3d), pred.reshape(as3d), _words(truth), _words(pred), bounds)
-    keep = 3 - truth.ndim  # the axes of the map among the three of the pass
-    return {
-        value: tuple(slice(int(lo), int(hi)) for lo, hi in zip(row[keep:3], row[3 + keep :], strict=True))
-        for value, row in enumerate(bounds)
-        if value and row[3] > 0
-    }
-
-
-def _words(a: np.ndarray) -> np.ndarray:
-    """The whole 8-byte words of a C-contiguous uint8 array, flat, as uint64 (a view), for the compiled passes
-    that skip 8 bytes at a time."""
-    flat = a.reshape(-1)
-    return flat[: flat.size - flat.size % 8].view(np.uint64)
-
-
-def _box_for(truth: np.ndarray, pred: np.ndarray, boxes: dict[int, _Box], label_id: int) -> _Box | None:
-    if label_id == 0:  # background is not tracked by find_objects
-        return _union_box([_mask_box(truth == 0), _mask_box(pred == 0)])
-    return boxes.get(label_id)
-
-
-def _union_box(boxes: list[_Box | None]) -> _Box | None:
-    present = [b for b in boxes if b is not None]
-    if not present:
-        return None
-    ndim = len(present[0])
-    return tuple(slice(min(b[ax].start for b in present), max(b[ax].stop for b in present)) for ax in range(ndim))
-
-
-# --------------------------------------------------------------------------- surfel areas
-
-#: Neighbourhood-code kernels (MONAI ``ENCODING_KERNEL``, DeepMind's layout), original axis order.
-_ENCODING_KERNEL = {
-    2: np.array([[8, 4], [2, 1]], dtype=np.int64),
-    3: np.array([[[128, 64], [32, 16]], [[8, 4], [2, 1]]], dtype=np.int64),
-}
-
-# DeepMind's marching-cubes surfel normals per 3D neighbourhood code (google-deepmind/surface-distance,
-# lookup_tables.py, as copied into MONAI's metrics/utils.py; Apache-2.0). Only the absolute components enter
-# the area, so code c's entry lists its non-zero normals in table order, three digits each: 8 x |n_x|, 8 x |n_y|,
-# 8 x |n_z| ("0": no normal). Checked against MONAI's table in tests/test_metrics_surface.py.
-_NORMALS_3D = (
-    "0 111 111 220220 111 202202 111111 400222111 111 111111 202202 400222111 220220 400222111 400222111 400400 "
-    "111 022022 111111 040222111 111111 004222111 111111111 111222222111 111111 022022111 202202111 111333022202 "
-    "111220220 333022111220 400111222111 400111222 111 111111 022022 040111222 111111 111202202 022022111 "
-    "333022111202 111111 111111111 004222111 222222111111 111220220 400222111111 022333111220 400222111 220220 "
-    "040222111 040111222 040040 220220111 333202111220 111040222111 040222111 111220220 040222111111 333220111202 "
-    "040222111 220220220220 220220111 111220220 220220 111 111111 111111 111220220 022022 004222111 022022111 "
-    "333022111220 111111 111111111 111202202 400222111111 040222111 222222111111 202333022111 400222111 202202 "
-    "004222111 111202202 202333220111 004222111 004004 111111222004 111222004 202202111 004222111111 202202202202 "
-    "111202202 202333220111 004222111 111202202 202202 111111 111111111 111022022 040111222111 022022111 "
-    "004222111111 022022022022 022022111 111111111 111111111111 004222111111 111111111 040222111111 111111111 "
-    "022022111 111111 400222111 222111222111 333022111202 040222111 333220022111 111222004 111022022 022022 "
-    "400222111111 111111111 202202111 111111 220220111 111111 111111 111 111 111111 111111 220220111 111111 "
-    "202202111 111111111 400222111111 022022 111022022 111222004 333220022111 040222111 333022111202 222111222111 "
-    "400222111 111111 022022111 111111111 040222111111 111111111 004222111111 111111111111 111111111 022022111 "
-    "022022022022 004222111111 022022111 040111222111 111022022 111111111 111111 202202 111202202 004222111 "
-    "202333220111 111202202 202202202202 004222111111 202202111 111222004 111111222004 004004 004222111 "
-    "202333220111 111202202 004222111 202202 400222111 202333022111 222222111111 040222111 400222111111 111202202 "
-    "111111111 111111 333022111220 022022111 004222111 022022 111220220 111111 111111 111 220220 111220220 "
-    "220220111 220220220220 040222111 333220111202 040222111111 111220220 040222111 111040222111 333202111220 "
-    "220220111 040040 040111222 040222111 220220 400222111 022333111220 400222111111 111220220 222222111111 "
-    "004222111 111111111 111111 333022111202 022022111 111202202 111111 040111222 022022 111111 111 400111222 "
-    "400111222111 333022111220 111220220 111333022202 202202111 022022111 111111 111222222111 111111111 004222111 "
-    "111111 040222111 111111 022022 111 400400 400222111 400222111 220220 400222111 202202 111111 111 400222111 "
-    "111111 202202 111 220220 111 111 0 "
-)
-
-
-def _normals_3d() -> np.ndarray:
-    """``(256, 4, 3)`` float32 absolute normal components (DeepMind/MONAI order, zero-padded)."""
-    out = np.zeros((256, 4, 3), dtype=np.float32)
-    for code, entry in enumerate(_NORMALS_3D.split()):
-        if entry != "0":
-            out[code, : len(entry) // 3] = np.reshape([int(ch) for ch in entry], (-1, 3))
-    return out / np.float32(8)
-
-
-def _fma32(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
-    """Correctly rounded float32 ``a * b + c`` (a fused multiply-add, as torch's CPU vector norm uses).
-
-    ``a * b`` is exact in float64 (24 + 24 bits); the float64 sum is rounded to odd (Boldo & Melquiond), which
-    makes the final rounding to float32 correct despite the two roundings.
-    """
-    p = a.astype(np.float64) * b.astype(np.float64)
-    c64 = c.astype(np.float64)
-    s = p + c64
-    bb = s - p
-    err = (p - (s - bb)) + (c64 - bb)  # TwoSum: s + err == p + c exactly
-    even = (s.view(np.int64) & 1) == 0
-    s = np.where((err != 0) & even, np.nextafter(s, np.where(err > 0, np.inf, -np.inf)), s)
-    return s.astype(np.float32)
-
-
-def _area_table(spacing: tuple[float, ...]) -> np.ndarray:
-    """Surfel area (mm^2, 3D) or contour length (mm, 2D) per neighbourhood code, float64.
-
-    Bit-identical to MONAI's ``get_code_to_measure_table(spacing)`` (converted to float64), which is computed in
-    float32 in 3D: ``sum_k ||normal_k * (s1 s2, s0 s2, s0 s1)||`` with torch's fused multiply-add vector norm and
-    a left-to-right sum. In 2D MONAI's float64 table of diagonal and axis-aligned segment lengths.
-    """
-    if len(spacing) == 2:
-        first, second = spacing
-        diag = 0.5 * np.linalg.norm(spacing)
-        return np.array(
-            [0, diag, diag, second, diag, first, 2 * diag, diag, diag, 2 * diag, first, diag, second, diag, diag, 0],
-            dtype=np.float64,
-        )
-    s0, s1, s2 = spacing
-    v = _normals_3d() * np.array([s1 * s2, s0 * s2, s0 * s1], dtype=np.float32)
-    square = v[..., 0] * v[..., 0]
-    square = _fma32(v[..., 1], v[..., 1], square)
-    square = _fma32(v[..., 2], v[..., 2], square)
-    norms = np.sqrt(square)
-    area = norms[:, 0]
-    for k in range(1, norms.shape[1]):
-        area = area + norms[:, k]
-    return area.astype(np.float64)
-
-
-# --------------------------------------------------------------------------- core
-
-
-class _Geometry:
-    """Spacing-dependent constants, for arrays processed as given (``flip`` False) or transposed (True).
-
-    ``spacing``, the area table and the search offsets' distances are in the original axis order; ``weights``
-    (the neighbourhood-code weights), ``offsets``, ``grid_spacing`` and ``pad`` in the working (possibly
-    transposed) one, so every neighbourhood code and distance equals the one of the untransposed arrays.
-    """
-
-    def __init__(self, spacing: tuple[float, ...], flip: bool, budget: int) -> None:
-        ndim = len(spacing)
-        order = slice(None, None, -1) if flip else slice(None)
-        self.spacing = np.asarray(spacing, dtype=np.float64)
-        self.flip = flip
-        self.table = _area_table(spacing)
-        kernel = _ENCODING_KERNEL[ndim]
-        self.full_code = int(kernel.sum())
-        working = kernel.T if flip else kernel
-        # 2 x 2 x 2 uint8, flat, as compiled.border_codes takes them; a 2D kernel's second plane weighs 0
-        weights = working if ndim == 3 else np.stack([working, np.zeros_like(working)])
-        self.weights = np.ascontiguousarray(weights, dtype=np.uint8).ravel()
-        offsets, self.offset_distances = _search_offsets(self.spacing, budget)
-        # the table's distinct distances, ascending, and each offset's position among them
-        self.distinct_distances, self.offset_rank = np.unique(self.offset_distances, return_inverse=True)
-        self.offsets = offsets[:, order]
-        self.grid_spacing = self.spacing[order]
-        self.restart = _restart_table(self.offset_distances, float(self.grid_spacing[-1]))
-        # every border corner plus every search offset stays inside the corner grid of the padded crop (and
-        # compiled.border_codes reads one corner beyond the crop's last: at least 2)
-        self.pad = tuple(max(int(r) + 1, 2) for r in np.abs(self.offsets).max(axis=0))
-
-    @staticmethod
-    @lru_cache(maxsize=32)
-    def get(spacing: tuple[float, ...], flip: bool = False, budget: int = _OFFSET_BUDGET) -> _Geometry:
-        return _Geometry(spacing, flip, budget)
-
-
-def _search_offsets(spacing: np.ndarray, budget: int) -> tuple[np.ndarray, np.ndarray]:
-    """Integer corner-grid offsets within the radius that holds about ``budget`` of them, nearest first.
-
-    Returns ``(offsets, distances)``: ``(K, ndim)`` int64 (original axis order, the zero offset first) and their
-    distances (mm, float64, ascending; ties in lexicographic order). Every offset left out is farther than every
-    one kept: the box searched reaches one step beyond the radius on every axis.
-    """
-    ndim = spacing.size
-    unit_ball = math.pi if ndim == 2 else 4.0 * math.pi / 3.0
-    radius = (budget * float(np.prod(spacing)) / unit_ball) ** (1.0 / ndim)
-    axes = [np.arange(-(int(radius // s) + 1), int(radius // s) + 2) for s in spacing]
-    grid = np.stack(np.meshgrid(*axes, indexing="ij"), axis=-1).reshape(-1, ndim)
-    distances = _offset_norm(list(grid.T), spacing)
-    keep = np.flatnonzero(distances <= radius)
-    keep = keep[np.argsort(distances[keep], kind="stable")]
-    return grid[keep], distances[keep]
-
-
-def _restart_table(distances: np.ndarray, step: float) -> np.ndarray:
-    """``restart[k]``: the first offset whose distance is at least ``distances[k] - step`` (minus 1e-9 mm for
-    rounding), int64. A corner whose nearest other-surface corner is at ``distances[k]`` has a neighbour ``step`` mm
-    away (along the last axis) whose nearest one is at least ``distances[k] - step`` away (triangle inequality),
-    so that neighbour's offsets before ``restart[k]`` cannot hit: its scan may start there
-    (:func:`trackeval.metrics.compiled.first_hits`). A corner with no hit in the table is farther than its last
-    offset, so ``restart[-1]`` serves it as well.
-    """
-    return np.searchsorted(distances, distances - step - 1e-9, side="left").astype(np.int64)
-
-
-@dataclass(frozen=True, eq=False)
-class _Surface:
-    """The border corners of one mask on the corner grid of its padded crop (C order, shape ``shape``).
-
-    ``bits`` is the flat corner grid, one bit per corner (set at the border corners; little bit order, as
-    :func:`trackeval.metrics.compiled.first_hits` reads it), and ``deltas`` the search offsets as flat offsets on
-    this grid (every border corner plus every offset lies inside it: the crop is padded by the search radius).
-    ``flat`` holds the border corners' flat indices (ascending), ``codes`` their neighbourhood codes (the index
-    of their surfel area in the geometry's table).
-    """
-
-    bits: np.ndarray
-    shape: tuple[int, ...]
-    deltas: np.ndarray
-    flat: np.ndarray
-    codes: np.ndarray
-
-
-def _surface(arr: np.ndarray, box: _Box, members: tuple, geometry: _Geometry) -> _Surface:
-    """The :class:`_Surface` of ``members`` of ``arr`` inside ``box``.
-
-    The corner grid is that of the crop padded by ``geometry.pad`` voxels on every side (so that the search
-    offsets of every border corner stay inside it). The crop's mask is written into the grid (voxel ``v`` at
-    ``pad + v``), and the corners next to the crop, the only ones that can be border corners, replace it by
-    their codes in place (:func:`trackeval.metrics.compiled.border_codes`), from which the border corners and a
-    bit grid are gathered: one byte per corner of the padded crop while a surface is built, one bit per corner
-    while it is searched (a whole-body organ's 38 MB grid is kept as 4.8 MB).
-    """
-    from trackeval.metrics import compiled
-
-    sub = arr[box]
-    shape = tuple(n + 2 * p - 1 for n, p in zip(sub.shape, geometry.pad, strict=True))
-    corner = [p - 1 for p in geometry.pad]
-    extent = [n + 1 for n in sub.shape]
-    if sub.ndim == 2:  # a plane of 3D corners whose second plane of voxels (zeros) has no weight
-        grid3 = np.zeros((2, *shape), dtype=np.uint8)
-        grid, corner, extent = grid3[0], [0, *corner], [1, *extent]
-    else:
-        grid3 = grid = np.zeros(shape, dtype=np.uint8)
-    mask = grid[tuple(slice(p, p + n) for p, n in zip(geometry.pad, sub.shape, strict=True))].view(np.bool_)
-    if len(members) == 1:
-        np.equal(sub, members[0], out=mask)
-    else:
-        mask[...] = np.isin(sub, members)
-    corner_at, extent_at = np.array(corner, dtype=np.int64), np.array(extent, dtype=np.int64)
-    n = compiled.border_codes(grid3, geometry.weights, geometry.full_code, corner_at, extent_at)
-    flat, codes = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.uint8)
-    bits = np.zeros(grid.size // 8 + 1, dtype=np.uint8)
-    compiled.gather_nonzero(grid3, _words(grid3), corner_at, extent_at, flat, codes, bits)
-    strides = np.array([math.prod(shape[ax + 1 :]) for ax in range(len(shape))], dtype=np.int64)
-    return _Surface(bits, shape, geometry.offsets @ strides, flat, codes)
-
-
-def _offset_norm(offsets: Sequence[np.ndarray], spacing: np.ndarray) -> np.ndarray:
-    """Euclidean norm (mm) of integer corner offsets, one array per axis (original axis order)."""
-    sq = np.zeros(offsets[0].shape, dtype=np.float64)
-    for ax, off in enumerate(offsets):
-        diff = off.astype(np.float64)
-        diff *= spacing[ax]
-        sq += diff * diff
-    return np.sqrt(sq)
-
-
-@dataclass(frozen=True, eq=False)
-class _Nearest:
-    """Where the nearest border corner of the other surface is, for each query corner.
-
-    ``offset``: the index of the query's first hit in the geometry's offset table (its distance is
-    ``offset_distances[offset]``), or -1 where the table holds none; those queries, at ``far_at``, have the
-    distances ``far`` (mm) from the k-d tree.
-    """
-
-    offset: np.ndarray
-    far_at: np.ndarray
-    far: np.ndarray
-
-    def distances(self, geometry: _Geometry) -> np.ndarray:
-        """Distance (mm) of every query, float64."""
-        out = geometry.offset_distances[self.offset]
-        out[self.far_at] = self.far
-        return out
-
-
-def _nearest(source: _Surface, query_flat: np.ndarray, geometry: _Geometry) -> _Nearest:
-    """The nearest border corner of ``source`` for each corner ``query_flat`` (see :class:`_Nearest`).
-
-    Each query tries the geometry's offsets nearest first and stops at its first hit (a compiled loop,
-    :func:`trackeval.metrics.compiled.first_hits`): the exact minimum over all corners, since every offset left
-    out is farther than the last one tried. Most surfels of a plausible prediction stop within a few offsets.
-    Queries without a hit in the table go to :func:`_kdtree_distances`.
-    """
-    from trackeval.metrics import compiled
-
-    offset = np.empty(query_flat.size, dtype=np.int64)
-    compiled.first_hits(source.bits, query_flat, source.deltas, geometry.restart, offset)
-    far_at = np.flatnonzero(offset < 0)
-    far = _kdtree_distances(source.flat, query_flat[far_at], source.shape, geometry) if far_at.size else np.zeros(0)
-    return _Nearest(offset, far_at, far)
-
-
-def _kdtree_distances(
-    source_flat: np.ndarray, query_flat: np.ndarray, shape: tuple[int, ...], geometry: _Geometry
-) -> np.ndarray:
-    """Distance (mm) from each corner ``query_flat`` to the nearest of the corners ``source_flat`` (a k-d tree).
-
-    The distance is recomputed from the integer offset to the nearest corner with the formula of the offset
-    table (original axis order), so both paths return identical values.
-    """
-    from scipy.spatial import cKDTree
-
-    query = np.stack(np.unravel_index(query_flat, shape), axis=1)
-    source = _window(source_flat, query, shape, geometry.grid_spacing)
-    tree = cKDTree(source * geometry.grid_spacing, leafsize=32, balanced_tree=False, compact_nodes=False)
-    _, nearest = tree.query(query * geometry.grid_spacing, k=1)
-    offsets = source[nearest] - query
-    if geometry.flip:
-        offsets = offsets[:, ::-1]
-    return _offset_norm(list(offsets.T), geometry.spacing)
-
-
-def _window(source_flat: np.ndarray, query: np.ndarray, shape: tuple[int, ...], spacing: np.ndarray) -> np.ndarray:
-    """The corners of ``source_flat`` (ascending flat indices) that can be the nearest of some ``query`` corner.
-
-    Returns them as integer coordinates, ``(n, ndim)``: those in the queries' box widened on every side by an upper
-    bound of their distances (the largest distance from a query to an even sample of ``_WINDOW_SAMPLE`` source
-    corners: the nearest corner is never farther than the nearest sampled one) plus one corner for rounding. The
-    k-d tree is then built over the window, not the whole surface (the few queries that reach the tree usually lie
-    in one region: building the tree over a whole large organ's surface cost 0.07-0.17 CPU-s per UMD case). Only
-    the window's slab along the first axis is unravelled. A surface of up to 4 samples' size is returned whole.
-    """
-    from scipy.spatial import cKDTree
-
-    def coordinates(flat: np.ndarray) -> np.ndarray:
-        return np.stack(np.unravel_index(flat, shape), axis=1)
-
-    if source_flat.size <= 4 * _WINDOW_SAMPLE:
-        return coordinates(source_flat)
-    sample = coordinates(source_flat[:: source_flat.size // _WINDOW_SAMPLE]) * spacing
-    bound, _ = cKDTree(sample, balanced_tree=False, compact_nodes=False).query(query * spacing, k=1)
-    reach = np.ceil(float(bound.max()) / spacing).astype(np.int64) + 1
-    low, high = query.min(axis=0) - reach, query.max(axis=0) + reach
-    slab = math.prod(shape[1:])
-    first, last = np.searchsorted(source_flat, [max(int(low[0]), 0) * slab, (int(high[0]) + 1) * slab])
-    source = coordinates(source_flat[first:last])
-    return source[np.all((source >= low) & (source <= high), axis=1)]
-
-
-def _surfaces(
-    truth: np.ndarray, pred: np.ndarray, box: _Box, members: tuple, geometry: _Geometry
-) -> tuple[_Surface, _Surface]:
-    """The truth's and the prediction's :class:`_Surface` of ``members`` inside ``box``."""
-    return _surface(truth, box, members, geometry), _surface(pred, box, members, geometry)
-
-
-@dataclass(frozen=True, eq=False)
-class _Directed:
-    """The distances from the surfels of one surface to the other surface, as a histogram: ``values`` the distinct
-    distances present (mm, ascending), ``areas`` the surfel area (mm^2, 3D; mm, 2D) at each."""
-
-    values: np.ndarray
-    areas: np.ndarray
-
-
-def _directed(nearest: _Nearest, codes: np.ndarray, geometry: _Geometry) -> _Directed:
-    """The :class:`_Directed` histogram of the surfels with neighbourhood ``codes`` and their ``nearest``.
-
-    The surfels are counted per (distance, code), integers; each distance's area is then summed from those counts
-    in the order of the codes, so no sum depends on the order of the surfels: a Fortran- and a C-ordered pair of
-    maps, or a label scored in another thread, give the same bits, with no sort of the surfels.
-    """
-    n_codes = geometry.table.size
-    far_values, far_index = np.unique(nearest.far, return_inverse=True)
-    n_table = geometry.distinct_distances.size
-    values, rank = np.unique(np.concatenate([geometry.distinct_distances, far_values]), return_inverse=True)
-    surfel_rank = rank[:n_table][geometry.offset_rank][nearest.offset]  # offset -1: overwritten next
-    surfel_rank[nearest.far_at] = rank[n_table:][far_index]
-    counts = np.bincount(surfel_rank * n_codes + codes, minlength=values.size * n_codes)
-    pairs = np.flatnonzero(counts)
-    at = pairs // n_codes
-    areas = np.bincount(at, weights=counts[pairs] * geometry.table[pairs - at * n_codes], minlength=values.size)
-    present = np.unique(at)
-    return _Directed(values[present], areas[present])
-
-
-def _label_metrics(
-    truth: np.ndarray, pred: np.ndarray, box: _Box, members: tuple, geometry: _Geometry, tol: float, pct: float
-) -> dict[str, float]:
-    """HD, HD95, ASSD and NSD of ``members`` inside ``box`` (the empty-mask rules of the module docstring)."""
-    truth_surface, pred_surface = _surfaces(truth, pred, box, members, geometry)
-    if not (truth_surface.flat.size or pred_surface.flat.size):
-        return dict.fromkeys(_METRIC_KEYS, math.nan)
-    if not (truth_surface.flat.size and pred_surface.flat.size):
-        return {"hd": math.inf, "hd95": math.inf, "assd": math.inf, "nsd": 0.0}
-    tp = _directed(_nearest(pred_surface, truth_surface.flat, geometry), truth_surface.codes, geometry)
-    pt = _directed(_nearest(truth_surface, pred_surface.flat, geometry), pred_surface.codes, geometry)
-    total = float(np.sum(tp.areas) + np.sum(pt.areas))
-    return {
-        "hd": float(max(tp.values[-1], pt.values[-1])),
-        "hd95": max(_robust_hausdorff(tp, pct), _robust_hausdorff(pt, pct)),
-        "assd": float((np.sum(tp.values * tp.areas) + np.sum(pt.values * pt.areas)) / total),
-        "nsd": float((np.sum(tp.areas[tp.values <= tol]) + np.sum(pt.areas[pt.values <= tol])) / total),
-    }
-
-
-def _robust_hausdorff(directed: _Directed, percentile: float) -> float:
-    """The smallest distance whose cumulative area fraction (distances ascending) reaches ``percentile / 100``."""
-    cumulative = np.cumsum(directed.areas) / np.sum(directed.areas)
-    idx = int(np.searchsorted(cumulative, percentile / 100.0))
-    return float(directed.values[min(idx, directed.values.size - 1)])
 
 
 def _sort_pairs(distances: np.ndarray, areas: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
