@@ -49,9 +49,9 @@ def run_leaderboard(args: argparse.Namespace) -> int:
     from trackeval.errors import InputError
     from trackeval.io.escape import escape_terminal
     from trackeval.io.redact import redact_uri
-    from trackeval.report.leaderboard import leaderboard_html, leaderboard_markdown, print_leaderboard
+    from trackeval.report.leaderboard_table import leaderboard_html, leaderboard_markdown, print_leaderboard
     from trackeval.tracking.client import Mlflow
-    from trackeval.tracking.leaderboard import leaderboard
+    from trackeval.tracking.leaderboard_rows import leaderboard
 
     cfg = load_config(args.config, args.overrides)
     policies = gate_policies(cfg)

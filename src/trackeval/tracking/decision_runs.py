@@ -32,7 +32,7 @@ from trackeval.tracking.attestations import (
 from trackeval.tracking.client import Mlflow, quote
 from trackeval.tracking.evidence import run_evidence
 from trackeval.tracking.lineage import flatten
-from trackeval.tracking.registry import eval_runs
+from trackeval.tracking.model_registry import eval_runs
 from trackeval.tracking.tags import KIND_GATE, PROMOTED_TAG, SIGNATURE_TAG, TAG
 from trackeval.tracking.views import SidesResults, describe_decision, log_comparison_tables
 

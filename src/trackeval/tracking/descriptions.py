@@ -32,7 +32,7 @@ from trackeval.gate.decide import Decision
 from trackeval.io.escape import escape_markdown
 from trackeval.report.checks import failed_checks, gate_summary, short_check
 from trackeval.tracking.client import Mlflow, quote
-from trackeval.tracking.registry import eval_runs, find_version, registered_version_name
+from trackeval.tracking.model_registry import eval_runs, find_version, registered_version_name
 from trackeval.tracking.tags import KIND_GATE, TAG
 
 #: MLflow's run description (shown on the run's page, editable there)

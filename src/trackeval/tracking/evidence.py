@@ -2,7 +2,7 @@
 validated, with their digests (sha256 of the artifact's bytes), and ``compare``'s operands.
 
 A registered version's evidence is the evaluation runs its ``trackeval.eval_run.<unit>`` tags point to
-(:func:`~trackeval.tracking.registry.eval_runs`); ``compare`` also takes results folders and run ids.
+(:func:`~trackeval.tracking.model_registry.eval_runs`); ``compare`` also takes results folders and run ids.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from trackeval.io.hashing import sha256_bytes, sha256_files
 from trackeval.io.results_folder import RESULTS_JSON, read_results, read_results_files
 from trackeval.results import BenchmarkResult
 from trackeval.tracking.client import Mlflow, check_model_ref, quote
-from trackeval.tracking.registry import eval_runs, resolve_version
+from trackeval.tracking.model_registry import eval_runs, resolve_version
 
 #: an MLflow run id (fullmatch: ``$`` would also pass a trailing newline)
 _RUN_ID = re.compile(r"[0-9a-f]{32}")

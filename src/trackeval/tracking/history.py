@@ -20,7 +20,7 @@ from trackeval.attest.trail import History, HistoryCheck, HistoryEvent
 from trackeval.tracking.attestations import DecisionRecord, disagreement, predicate_of, read_record
 from trackeval.tracking.client import Mlflow, TrackingError, check_model_ref, error_code, quote
 from trackeval.tracking.descriptions import REPLACED_BY_TAG
-from trackeval.tracking.registry import registered_aliases, registered_model, unknown_model
+from trackeval.tracking.model_registry import registered_aliases, registered_model, unknown_model
 from trackeval.tracking.tags import KIND_GATE, PROMOTED_TAG, TAG
 
 

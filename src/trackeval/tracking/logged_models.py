@@ -1,5 +1,5 @@
 """MLflow 3 LoggedModels of trackeval model versions: one per ``NAME`` / ``VERSION``, tagged with both, the
-source of the version's registered model version (:mod:`trackeval.tracking.registry`).
+source of the version's registered model version (:mod:`trackeval.tracking.model_registry`).
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from trackeval.results import BenchmarkResult
 from trackeval.tracking.client import Mlflow, TrackingError, store_lock
 from trackeval.tracking.decision_runs import mark_promoted, record_decision
 from trackeval.tracking.evidence import version_evaluations
-from trackeval.tracking.registry import registered_aliases, registered_version_name, resolve_version, set_alias
+from trackeval.tracking.model_registry import registered_aliases, registered_version_name, resolve_version, set_alias
 from trackeval.tracking.tags import PROMOTED_TAG, TAG
 from trackeval.tracking.views import describe_version
 

@@ -41,7 +41,7 @@ Concurrency: a local store is written under its file lock (:func:`~trackeval.tra
 two ``track`` processes take turns and the second finds the unit complete. On a server store both may log the
 same evaluation; each then keeps the first run to have FINISHED with the key (earliest end time, then run id, so
 every process agrees) and marks the others FAILED with ``trackeval.duplicate_of`` (create, then deduplicate; the
-registry version and the LoggedModel likewise, see :mod:`trackeval.tracking.registry` and
+registry version and the LoggedModel likewise, see :mod:`trackeval.tracking.model_registry` and
 :mod:`trackeval.tracking.logged_models`).
 """
 
@@ -70,7 +70,7 @@ from trackeval.tracking.client import Mlflow, TrackingError, check_model_ref, qu
 from trackeval.tracking.descriptions import mark_replaced
 from trackeval.tracking.lineage import dvc_data_digest, flatten, git_commit, idempotency_key
 from trackeval.tracking.logged_models import logged_model
-from trackeval.tracking.registry import find_version, link_version
+from trackeval.tracking.model_registry import find_version, link_version
 from trackeval.tracking.tags import EVAL_RUN_TAG, KIND_BENCHMARK, KIND_PARENT, RESULTS_DIGEST_TAG, TAG
 from trackeval.tracking.views import declared_primary, describe_version
 
@@ -294,7 +294,7 @@ def _check_repoint(ml: Mlflow, name: str, version: str, evaluations: list[_Evalu
     evaluation run stays, and the new one records it in ``trackeval.replaces``. Returns the registered version as
     it was (None: not registered yet)."""
     from trackeval.errors import InputError
-    from trackeval.tracking.registry import find_version
+    from trackeval.tracking.model_registry import find_version
 
     mv = find_version(ml, name, version)
     if mv is None:
@@ -333,7 +333,7 @@ def _withdraw(ml: Mlflow, name: str, version: str, before: Any) -> list[str]:
     """After tracking: when an ``eval_run.<unit>`` tag of registered version ``before`` (as it was) now points at
     other results (``--replace``), withdraw the aliases that rested on its old evidence; returns what moved."""
     from trackeval.tracking.evidence import run_digest
-    from trackeval.tracking.registry import find_version
+    from trackeval.tracking.model_registry import find_version
     from trackeval.tracking.verification import withdraw_replaced
 
     runs_before = {k: v for k, v in before.tags.items() if k.startswith(EVAL_RUN_TAG)}

@@ -19,7 +19,7 @@ from trackeval.attest.dsse import AttestationError, short
 from trackeval.tracking.attestations import DecisionRecord, Vouched, pairs_param, read_record, vouch
 from trackeval.tracking.client import Mlflow, TrackingError, check_model_ref, error_code, quote
 from trackeval.tracking.evidence import run_digest
-from trackeval.tracking.registry import (
+from trackeval.tracking.model_registry import (
     eval_runs,
     registered_aliases,
     registered_model,

@@ -24,7 +24,7 @@ from trackeval.report.checks import shown
 from trackeval.results import BenchmarkResult
 from trackeval.tracking.client import Mlflow
 from trackeval.tracking.descriptions import describe_decision, gate_history_lines, run_link
-from trackeval.tracking.registry import registered_version_name
+from trackeval.tracking.model_registry import registered_version_name
 from trackeval.tracking.tags import TAG
 
 __all__ = ["describe_decision", "describe_version", "log_comparison_tables", "shown", "version_description"]
@@ -207,7 +207,7 @@ def _current_evidence(ml: Mlflow, mv: Any) -> tuple[dict[str, str], list[str]]:
 def _stale(ml: Mlflow, mv: Any) -> str | None:
     """The UI link of ``mv``'s last decision run when it was made on other evaluation runs than the ones ``mv``
     points at now (``track --replace`` since), else None (also when never gated)."""
-    from trackeval.tracking.registry import eval_runs
+    from trackeval.tracking.model_registry import eval_runs
 
     run_id = mv.tags.get(TAG + "gate.decision_run")
     if not run_id:

@@ -30,7 +30,7 @@ class Cell(BaseModel):
 class Row(BaseModel):
     """One model version: its LoggedModel, whether it is ``@champion``, a cell per unit, and its last gate
     decision in a few words (``pass``, ``fail: worst_group umd organ=heart -0.2000 [-0.2000, -0.2000]``, ``not
-    gated``; :func:`~trackeval.tracking.leaderboard.gate_cell`)."""
+    gated``; :func:`~trackeval.tracking.leaderboard_rows.gate_cell`)."""
 
     model_config = ConfigDict(extra="forbid")
 

@@ -13,9 +13,9 @@ from typing import Any
 
 from trackeval.errors import InputError
 from trackeval.gate.policy import UnitPolicy
-from trackeval.report.leaderboard import Cell, Leaderboard, Row
+from trackeval.report.leaderboard_table import Cell, Leaderboard, Row
 from trackeval.tracking.client import Mlflow, quote
-from trackeval.tracking.registry import eval_runs, registered_version_name, resolve_version
+from trackeval.tracking.model_registry import eval_runs, registered_version_name, resolve_version
 from trackeval.tracking.tags import EVAL_RUN_TAG, TAG, VERSION_TAG
 
 
@@ -33,7 +33,7 @@ def _champions(ml: Mlflow, names: set[str]) -> dict[str, str]:
 
 def _versions(ml: Mlflow, name: str) -> dict[str, Any]:
     """``{trackeval version: registered version}`` of model ``name`` (the lowest-numbered registered version when
-    two carry one trackeval version, as :func:`~trackeval.tracking.registry.find_version` picks)."""
+    two carry one trackeval version, as :func:`~trackeval.tracking.model_registry.find_version` picks)."""
     found = ml.call("search_model_versions", ml.client.search_model_versions, f"name = {quote(name)}")
     out: dict[str, Any] = {}
     for mv in sorted(found, key=lambda v: int(v.version), reverse=True):  # the lowest number is written last
