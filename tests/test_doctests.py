@@ -28,7 +28,6 @@ METRIC_MODULES = [
 DOCTEST_MODULES = [
     *METRIC_MODULES,
     "trackeval.api",
-    "trackeval.loop",
     "trackeval.benchmarks.xray.report_layouts",
     "trackeval.tracking.views",
     "trackeval.tracking.descriptions",

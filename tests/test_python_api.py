@@ -12,9 +12,9 @@ from mlflow import MlflowClient
 
 import trackeval
 from tests import gate_data
+from trackeval.api import EVALUATION_RUN_TAG, SOURCE_RUN_TAG
 from trackeval.errors import InputError
 from trackeval.gate.decide import Decision
-from trackeval.loop import EVALUATION_RUN_TAG, SOURCE_RUN_TAG
 from trackeval.tracking.verification import AliasStatus
 
 
@@ -44,6 +44,19 @@ def test_the_public_names_are_the_loop() -> None:
         trackeval.__all__
     )
     assert set(trackeval.__all__) <= set(dir(trackeval))
+
+
+def test_every_public_name_is_one_function_of_the_api_and_the_former_loop_module_an_alias() -> None:
+    """``trackeval.api`` is the one module of the Python API; ``trackeval.loop`` (its loop's former home) forwards
+    to it with a DeprecationWarning."""
+    from trackeval import api, loop
+
+    for name in set(trackeval.__all__) - {"__version__"}:
+        assert getattr(trackeval, name) is getattr(api, name) and name in api.__all__, name
+    with pytest.warns(DeprecationWarning, match="use trackeval.api"):
+        assert loop.promote is api.promote
+    with pytest.raises(AttributeError):
+        loop.no_such_name  # noqa: B018
 
 
 def test_evaluate_write_track_in_an_active_run_compare_promote_verify(api_config, tmp_path: Path) -> None:

@@ -206,9 +206,8 @@ ALLOWED: dict[str, set[str]] = {
     "attest": {"gate", "io"},
     "report": {"gate", "io", "plotdata", "attest"},  # io.escape: each medium's one escaping function
     "tracking": {"io", "gate", "report", "plotdata", "stats", "metrics", "attest"},
-    "api": {"benchmarks", "gate", "stats", "metrics", "io", "engine", "audit", "interactive"},
-    # the Python API of the loop: what the track/compare/promote/verify commands run, without the terminal
-    "loop": {"api", "gate", "io", "tracking", "attest"},
+    # the Python API: evaluate, and the loop the track/compare/promote/verify commands run, without the terminal
+    "api": {"benchmarks", "gate", "stats", "metrics", "io", "engine", "audit", "interactive", "tracking", "attest"},
     "demo": {"metrics", "io", "engine", "interactive", "stats", "benchmarks"},
 }
 
@@ -271,7 +270,10 @@ def test_config_sections_import_only_config() -> None:
 
 #: Former module paths kept as aliases of their new home (model references users wrote keep resolving); each
 #: forwards names lazily and holds no code of its own.
-ALIASES = {"trackeval.interactive.baselines": "trackeval.demo"}
+ALIASES = {
+    "trackeval.loop": "trackeval.api",
+    "trackeval.interactive.baselines": "trackeval.demo",
+}
 
 
 def test_import_layers() -> None:

@@ -8,7 +8,7 @@ The loop in Python, each function what the CLI command of the same name runs (im
   (:func:`trackeval.api.evaluate`);
 - ``trackeval.write_results(result, folder)``, ``trackeval.track(result_or_folder, model=..., version=...)``,
   ``trackeval.compare(a, b)``, ``trackeval.promote(model, candidate, dry_run=False)``,
-  ``trackeval.verify(model)``: :mod:`trackeval.loop`.
+  ``trackeval.verify(model)``: the loop (:mod:`trackeval.api`, the one module of the Python API).
 """
 
 from __future__ import annotations
@@ -20,19 +20,17 @@ from trackeval._version import __version__
 __all__ = ["__version__", "compare", "evaluate", "load_config", "promote", "track", "verify", "write_results"]
 
 if TYPE_CHECKING:
-    from trackeval.api import evaluate, load_config
-    from trackeval.loop import compare, promote, track, verify, write_results
+    from trackeval.api import compare, evaluate, load_config, promote, track, verify, write_results
 
-_HOME = {"evaluate": "api", "load_config": "api"} | dict.fromkeys(
-    ("write_results", "track", "compare", "promote", "verify"), "loop"
-)
+#: the public names, each a function of :mod:`trackeval.api`
+_API = frozenset(("evaluate", "load_config", "write_results", "track", "compare", "promote", "verify"))
 
 
 def __getattr__(name: str) -> Any:
-    if name in _HOME:
+    if name in _API:
         import importlib
 
-        return getattr(importlib.import_module(f"trackeval.{_HOME[name]}"), name)
+        return getattr(importlib.import_module("trackeval.api"), name)
     raise AttributeError(f"module 'trackeval' has no attribute {name!r}")
 
 

@@ -1,33 +1,94 @@
-"""The library entry points: evaluate a benchmark unit, build the configuration, resolve the gate's policies.
+"""The Python API, its one front door: evaluate a benchmark unit and build the configuration (:func:`evaluate`,
+:func:`load_config`); write the results, track them, compare two versions, promote a candidate through the gate
+and verify a model's aliases (:func:`write_results`, :func:`track`, :func:`compare`, :func:`promote`,
+:func:`verify`). The lazy facade :mod:`trackeval` exposes each under its name (``trackeval.evaluate``).
 
 The CLI (``trackeval evaluate``) and the DVC pipeline both call :func:`evaluate`; nothing else runs a benchmark.
+
+Each function is what the CLI command of the same name runs, returns the typed object that command prints, and
+raises the command's errors as exceptions (:class:`~trackeval.errors.TrackevalError`: ``InputError``,
+``ConfigError``, ``TrackingError``): nothing here prints or exits. A failing gate is not an error: ``promote``
+returns the :class:`~trackeval.gate.decide.Decision` with ``verdict == "fail"`` (the CLI's exit 1).
+
+``config`` is the :func:`trackeval.load_config` object (its ``tracking`` section names the MLflow store: the
+``MLFLOW_TRACKING_URI`` environment variable, else ``tracking.uri``); None builds the defaults.
+
+Inside an active MLflow run (a training script's ``with mlflow.start_run():``), :func:`track` links the
+evaluation to it both ways: the active run gets the tag ``trackeval.evaluation_run`` (the version's trackeval
+parent run) and the headline metrics with their CIs (``umd/dsc``, ``umd/dsc/ci95_low`` ...; never the
+breakdowns, which stay on the evaluation runs), and the trackeval parent run gets ``trackeval.source_run``. Both
+live in the active run's store: ``mlflow.set_tracking_uri`` sets ``MLFLOW_TRACKING_URI``, which trackeval reads
+before ``tracking.uri``.
+
+The round trip on a throw-away MLflow store, with the bundled UMD example scored as two versions (v2 makes the
+same predictions as v1, so it is not worse)::
+
+    >>> import tempfile, pathlib, trackeval
+    >>> from trackeval.demo.umd_example import example_dirs
+    >>> store = pathlib.Path(tempfile.mkdtemp())
+    >>> cfg = trackeval.load_config(None, ["engine.executor=local", "engine.cache=false",
+    ...     f"tracking.uri=sqlite:///{store / 'mlflow.db'}", f"tracking.artifact_location={store / 'artifacts'}",
+    ...     f"tracking.dvc_root={store}"])
+    >>> gt, pred = example_dirs()
+    >>> for version in ("v1", "v2"):
+    ...     result = trackeval.evaluate("umd", {"ground_truth": gt, "predictions": pred}, cfg,
+    ...                                 {"name": "example", "version": version})
+    ...     _ = trackeval.write_results(result, store / version)
+    ...     (tracked,) = trackeval.track(store / version, config=cfg)
+    >>> tracked.model, tracked.logged
+    ('example/v2', True)
+    >>> trackeval.promote("example", "v1", config=cfg).verdict  # the first version: held to the floor
+    'pass'
+    >>> (comparison,) = trackeval.compare("example/v2", "example@champion", config=cfg)
+    >>> comparison.rows[0].delta
+    0.0
+    >>> trackeval.promote("example", "v2", config=cfg).verdict  # no worse than v1 on any organ
+    'pass'
+    >>> [(s.alias, s.label, s.problem) for s in trackeval.verify("example", config=cfg)]
+    [('champion', 'v2', None), ('previous', 'v1', None)]
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import tempfile
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError, create_model
 
 from trackeval.config import EvalConfig, parse_config
 from trackeval.errors import ConfigError, InputError
-from trackeval.gate.policy import UnitPolicy, resolve_policies
-from trackeval.registry import unit, units
-from trackeval.results import BenchmarkResult
+from trackeval.gate.policy import gate_policies
+from trackeval.io.results_folder import OUTPUT_FILES, write_outputs
+from trackeval.registry import hook, unit, units
+from trackeval.results import BenchmarkResult, headline_metrics
 from trackeval.spec import BenchmarkSpec
+from trackeval.tracking.tags import TAG
+
+if TYPE_CHECKING:  # the loop's functions import the tracking stack on first use: `trackeval.evaluate` stays light
+    from trackeval.gate.compare import BenchmarkComparison
+    from trackeval.gate.decide import Decision
+    from trackeval.tracking.client import Mlflow
+    from trackeval.tracking.track import Tracked
+    from trackeval.tracking.verification import AliasStatus
 
 __all__ = [
     "check_argument",
+    "compare",
     "config_model",
     "evaluate",
     "gate_policies",
     "load_config",
+    "promote",
+    "track",
     "unit_outputs",
     "validate_inputs",
+    "verify",
+    "write_results",
 ]
 
 #: what a path argument may be
@@ -171,11 +232,6 @@ def evaluate(
     return result.model_copy(update={"task": spec.task, "plots": list(spec.plots)})
 
 
-def gate_policies(cfg: EvalConfig) -> dict[str, UnitPolicy]:
-    """``{unit: policy}``: every registered unit's primary metric, margins and floor under ``cfg.gate``."""
-    return resolve_policies(cfg.gate, units().values())
-
-
 def unit_outputs(
     name: str, inputs: BaseModel | Mapping[str, Any], config: EvalConfig, result: BenchmarkResult
 ) -> dict[str, bytes]:
@@ -185,9 +241,6 @@ def unit_outputs(
     Raises:
         ConfigError: a file name that is not a plain name, or is one of the results set's.
     """
-    from trackeval.io.results_folder import OUTPUT_FILES
-    from trackeval.registry import hook
-
     spec = unit(name)
     if spec.outputs is None:
         return {}
@@ -196,3 +249,187 @@ def unit_outputs(
         if file_name in OUTPUT_FILES or Path(file_name).name != file_name or file_name in ("", ".", ".."):
             raise ConfigError(f"benchmark unit {spec.name!r}: extra output {file_name!r} is not a free plain file name")
     return extra
+
+
+#: on the user's active run: the trackeval parent run of the evaluated version
+EVALUATION_RUN_TAG = TAG + "evaluation_run"
+#: on the trackeval parent run: the user's run that tracked it
+SOURCE_RUN_TAG = TAG + "source_run"
+
+
+def _config(config: EvalConfig | None) -> EvalConfig:
+    return config if config is not None else load_config()
+
+
+def write_results(result: BenchmarkResult, folder: str | Path) -> dict[str, Path]:
+    """Write ``result`` as a results folder (results.json, metrics.json, cases.parquet: what ``trackeval
+    track`` and ``compare`` read), creating ``folder`` (a ``str`` or a ``Path``); returns ``{file name: path}``.
+
+    >>> import trackeval
+    >>> from trackeval.demo.umd_example import example_dirs
+    >>> gt, pred = example_dirs()
+    >>> cfg = trackeval.load_config(None, ["engine.executor=local", "engine.cache=false"])
+    >>> result = trackeval.evaluate("umd", {"ground_truth": gt, "predictions": pred}, cfg)
+    >>> import tempfile, pathlib
+    >>> out = pathlib.Path(tempfile.mkdtemp()) / "v1"
+    >>> files = trackeval.write_results(result, str(out))
+    >>> sorted(p.name for p in files.values())
+    ['cases.parquet', 'metrics.json', 'results.json']
+    """
+    check_argument("write_results", "result", result, BenchmarkResult, "the result trackeval.evaluate(...) returns")
+    check_argument("write_results", "folder", folder, PATH_TYPES, PATH)
+    return write_outputs(result, Path(folder))
+
+
+RESULTS = "a result of trackeval.evaluate, a results folder (str or pathlib.Path), or a list of them"
+#: a model version as the CLI takes it: a name, or a registry version number (``2``)
+VERSION_TYPES = (str, int)
+
+
+def _version(function: str, parameter: str, value: str | int | None, *, none: bool = False) -> str | None:
+    """``value`` as the CLI would read it (``2`` -> ``"2"``), after the type check."""
+    accepts = "a version name (str) or a registry version number (int)"
+    check_argument(function, parameter, value, VERSION_TYPES, accepts + (", or None" if none else ""), none=none)
+    return None if value is None else str(value)
+
+
+def _model(function: str, model: str | None, *, none: bool = False) -> None:
+    check_argument(
+        function, "model", model, str, "a registered model name (str)" + (", or None" if none else ""), none=none
+    )
+
+
+def _folders(results: BenchmarkResult | str | Path | Sequence[str | Path], scratch: Path) -> list[Path]:
+    """Results folders to track: each folder as given; a result object written into ``scratch`` first."""
+    items = results if isinstance(results, (list, tuple)) else [results]
+    for i, item in enumerate(items):
+        where = f"results[{i}]" if items is results else "results"
+        check_argument("track", where, item, (BenchmarkResult, *PATH_TYPES), RESULTS)
+    out = []
+    for i, item in enumerate(items):
+        if isinstance(item, BenchmarkResult):
+            folder = scratch / f"result_{i}"
+            write_outputs(item, folder)
+            out.append(folder)
+        else:
+            out.append(Path(item))
+    return out
+
+
+def track(
+    results: BenchmarkResult | str | Path | Sequence[str | Path],
+    *,
+    model: str | None = None,
+    version: str | None = None,
+    config: EvalConfig | None = None,
+    replace: bool = False,
+) -> list[Tracked]:
+    """Log results (a result object, a results folder, or several folders) to MLflow as ``trackeval track``
+    does: one evaluation run per unit under the version's parent run, the registered version and its
+    ``challenger`` alias. ``model`` / ``version`` override the ones recorded in the results. Idempotent.
+    Inside an active MLflow run, links the evaluation to it (module docstring).
+
+    Raises:
+        InputError: a folder does not verify, or the model or version is missing or refused.
+        TrackingError: MLflow failed (the results stay on disk; calling again completes the work).
+    """
+    import mlflow
+
+    from trackeval.tracking.client import Mlflow
+    from trackeval.tracking.track import track_results
+
+    _model("track", model, none=True)
+    version = _version("track", "version", version, none=True)
+    check_config("track", config)
+    check_argument("track", "replace", replace, bool, "True or False")
+    cfg = _config(config)
+    active = mlflow.active_run()
+    named = {k: v for k, v in (("name", model), ("version", version)) if v}
+    with tempfile.TemporaryDirectory(prefix="trackeval-results-") as scratch:
+        folders = _folders(results, Path(scratch))
+        outcomes = track_results(folders, cfg.tracking, named or None, replace=replace)
+        if active is not None:
+            _link_active(Mlflow(cfg.tracking), active.info.run_id, outcomes, folders)
+    return outcomes
+
+
+def _link_active(ml: Mlflow, active_id: str, outcomes: list[Tracked], folders: list[Path]) -> None:
+    """Tag the active run and the trackeval parent runs with each other; log the headline metrics (with CIs)
+    of every tracked result into the active run."""
+    from mlflow.entities import Metric
+
+    from trackeval.io.results_folder import read_results
+
+    now = int(time.time() * 1000)
+    metrics: dict[str, float] = {}
+    for outcome, folder in zip(outcomes, folders, strict=True):
+        parent = ml.call("get_run", ml.client.get_run, outcome.run_id).data.tags.get("mlflow.parentRunId", "")
+        if parent:
+            ml.call("set_tag", ml.client.set_tag, parent, SOURCE_RUN_TAG, active_id)
+            ml.call("set_tag", ml.client.set_tag, active_id, EVALUATION_RUN_TAG, parent)
+        metrics.update(headline_metrics(read_results(folder)))
+    batch = [Metric(k, v, now, 0) for k, v in sorted(metrics.items())]
+    for start in range(0, len(batch), 1000):  # MLflow's log_batch limit
+        ml.call("log_batch", ml.client.log_batch, active_id, metrics=batch[start : start + 1000])
+
+
+def compare(a: str | Path, b: str | Path, *, config: EvalConfig | None = None) -> list[BenchmarkComparison]:
+    """Paired comparisons ``a - b`` of every unit both were evaluated on, each on its gate's primary metric
+    (``trackeval compare``): ``a`` / ``b`` are ``NAME@ALIAS``, ``NAME/VERSION``, a run id or a results folder.
+
+    Raises:
+        InputError: a reference resolves to nothing, or the two share no unit.
+    """
+    from trackeval.tracking.gatekeeper import Gate
+
+    for name, ref in (("a", a), ("b", b)):
+        check_argument("compare", name, ref, PATH_TYPES, "'NAME@ALIAS', 'NAME/VERSION', a run id or a results folder")
+    check_config("compare", config)
+    cfg = _config(config)
+    comparisons, _ = Gate.from_config(cfg).compare(str(a), str(b))
+    return comparisons
+
+
+def promote(
+    model: str, candidate: str | int, *, dry_run: bool = False, config: EvalConfig | None = None
+) -> Decision | None:
+    """Gate ``candidate`` (a version name such as ``v2``, a registry version number such as ``2`` as the CLI's
+    ``--candidate 2``, or ``@challenger``) against ``model@champion`` as
+    ``trackeval promote`` does: on pass the aliases move (``@previous`` <- old champion, ``@champion`` <-
+    candidate); pass or fail, the decision is recorded. ``dry_run``: the decision that would be taken, nothing
+    recorded or moved (None when the candidate is already the champion and has no ``@previous``).
+
+    Raises:
+        TypeError: an argument of the wrong type, naming it and what it accepts.
+        InputError: no such model or version, or the candidate is already the champion (not with ``dry_run``).
+    """
+    from trackeval.tracking.gatekeeper import Gate
+
+    _model("promote", model)
+    candidate = _version("promote", "candidate", candidate)
+    check_argument("promote", "dry_run", dry_run, bool, "True or False")
+    check_config("promote", config)
+    cfg = _config(config)
+    return Gate.from_config(cfg).promote(model, candidate, dry_run=dry_run).decision
+
+
+def verify(
+    model: str, *, config: EvalConfig | None = None, trusted_keys: Sequence[str | Path] = ()
+) -> list[AliasStatus]:
+    """``trackeval verify``: each alias of ``model`` with the version it names and its problem (None: it holds:
+    ``@champion`` rests on a recorded passing decision over the evidence the version still points at, signed by
+    one of the trusted keys when any is configured). ``trusted_keys``: public key files (``gate.pub``), added to
+    the config's ``gate.trusted_keys``; with none, signatures are not checked and each status says unsigned.
+
+    Raises:
+        TypeError: ``model`` is not a str, ``config`` not a configuration.
+        InputError: no such model, or a trusted key file that cannot be read.
+    """
+    from trackeval.attest.keys import load_trusted
+    from trackeval.tracking.gatekeeper import Gate
+
+    _model("verify", model)
+    check_config("verify", config)
+    cfg = _config(config)
+    trusted = load_trusted([*cfg.gate.trusted_keys, *(str(k) for k in trusted_keys)])
+    return Gate.from_config(cfg).verify(model, trusted)

@@ -179,13 +179,11 @@ def append_markdown(path: Path, text: str) -> None:
 
 
 def run_promote(args: argparse.Namespace) -> int:
-    from trackeval.api import gate_policies
     from trackeval.report.comparison import decision_markdown, missing_markdown, print_decision
-    from trackeval.tracking.client import Mlflow
-    from trackeval.tracking.promotion import dry_run_decision, promote
+    from trackeval.tracking.gatekeeper import Gate
 
-    cfg = _cfg(args)
-    ml = Mlflow(cfg.tracking)
+    gate = Gate.from_config(_cfg(args))
+    ml = gate.store
     if args.explain:
         return _explain(ml, args.explain)
     missing = [f"--{n}" for n in ("model", "candidate") if not getattr(args, n)]
@@ -194,22 +192,21 @@ def run_promote(args: argparse.Namespace) -> int:
     stdout_summary = any(_is_stdout(p) for p in args.summary)
     console = Console(width=140, stderr=stdout_summary)
     err = Console(stderr=True)
-    baseline = "champion"
     before = _aliases_before(ml, args.model, args.candidate)
-    if args.dry_run:
-        decision, baseline, label = dry_run_decision(ml, args.model, args.candidate, cfg.gate, gate_policies(cfg))
-        if decision is None:
-            why = f"{args.model}@champion is {label} and there is no @previous to compare it with: nothing to gate"
-            console.print(f"candidate is the champion: {escape_terminal(why)}", highlight=False, soft_wrap=True)
-            md = escape_markdown
-            text = f"# Gate {md(args.model)}: candidate {md(label)} is the champion\n\n{md(why)} (dry run)."
-            for path in args.summary:
-                append_markdown(path, text)
-            return 0
+    promotion = gate.promote(args.model, args.candidate, dry_run=args.dry_run)
+    decision, baseline, label, run_id = promotion.decision, promotion.baseline, promotion.label, promotion.run_id
+    if decision is None:  # a dry run: the candidate is the champion and there is no @previous
+        why = f"{args.model}@champion is {label} and there is no @previous to compare it with: nothing to gate"
+        console.print(f"candidate is the champion: {escape_terminal(why)}", highlight=False, soft_wrap=True)
+        md = escape_markdown
+        text = f"# Gate {md(args.model)}: candidate {md(label)} is the champion\n\n{md(why)} (dry run)."
+        for path in args.summary:
+            append_markdown(path, text)
+        return 0
+    if run_id is None:
         note = "_Dry run (`trackeval promote --dry-run`): no decision recorded, no alias moved._"
         status = "dry run: no decision recorded, no alias moved"
     else:
-        decision, run_id = promote(ml, args.model, args.candidate, cfg.gate, gate_policies(cfg))
         signed = _signature(ml, run_id)
         note = f"_Decision recorded in MLflow run `{run_id}` ({signed})._"
         status = f"decision recorded in run {run_id} ({signed})"
@@ -241,7 +238,7 @@ def _signature(ml: Mlflow, run_id: str) -> str:
 def _aliases_before(ml: Mlflow, name: str, candidate: str) -> tuple[str, dict[str, str]]:
     """The candidate's registry version and the registered model's aliases before the gate (a model or
     version that is not registered is reported here, before anything else is read)."""
-    from trackeval.tracking.model_registry import registered_aliases, resolve_version
+    from trackeval.tracking.registry import registered_aliases, resolve_version
 
     version = str(resolve_version(ml, name, candidate).version)
     return version, {k: str(v) for k, v in registered_aliases(ml, name).items()}
@@ -259,7 +256,7 @@ def _print_moves(
     passing promote would move (``would move ...``; none when the candidate is the champion, which ``promote``
     refuses), or ``aliases unchanged``."""
     from trackeval.tracking.promotion import alias_moves, passing_aliases
-    from trackeval.tracking.model_registry import registered_aliases
+    from trackeval.tracking.registry import registered_aliases
 
     candidate, aliases = before
     if args.dry_run:
@@ -278,7 +275,7 @@ def _decision_missing(ml: Mlflow, name: str, decision: Decision, baseline: str) 
     tracked evaluation has missing predictions (display only: the gate's decision does not read this)."""
     from trackeval.report.console import missing_line
     from trackeval.tracking.missing import version_missing
-    from trackeval.tracking.model_registry import resolve_version
+    from trackeval.tracking.registry import resolve_version
 
     out = []
     for role, label in (("candidate", decision.candidate), (baseline, decision.champion)):
@@ -312,7 +309,6 @@ def _explain(ml: Mlflow, decision_run: str) -> int:
 
 
 def run_compare(args: argparse.Namespace) -> int:
-    from trackeval.api import gate_policies
     from trackeval.io.atomic import atomic_path
     from trackeval.report.comparison import (
         comparison_markdown,
@@ -324,11 +320,9 @@ def run_compare(args: argparse.Namespace) -> int:
         reader_comparison_markdown,
     )
     from trackeval.report.html import comparison_report
-    from trackeval.tracking.client import Mlflow
-    from trackeval.tracking.evidence import compare_refs
+    from trackeval.tracking.gatekeeper import Gate
 
-    cfg = _cfg(args)
-    comparisons, pairs = compare_refs(Mlflow(cfg.tracking), args.a, args.b, cfg.gate, gate_policies(cfg))
+    comparisons, pairs = Gate.from_config(_cfg(args)).compare(args.a, args.b)
     to_stdout = _is_stdout(args.markdown)
     console = Console(width=140, stderr=to_stdout)
     print_comparisons(comparisons, console)
@@ -376,7 +370,7 @@ def _require_paired(a: str, b: str, comparisons: list[BenchmarkComparison]) -> N
 def run_verify(args: argparse.Namespace) -> int:
     """``trackeval verify --model NAME``: one line per alias; problems on standard output (exit 1), the aliases
     that hold on standard error (exit 0 when all do)."""
-    from trackeval.loop import verify
+    from trackeval.api import verify
 
     statuses = verify(args.model, config=_cfg(args), trusted_keys=args.trusted_key)
     err = Console(stderr=True)

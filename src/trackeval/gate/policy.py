@@ -12,8 +12,9 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from trackeval.config import GateConfig
+from trackeval.config import EvalConfig, GateConfig
 from trackeval.errors import ConfigError
+from trackeval.registry import units
 from trackeval.spec import BenchmarkSpec, MetricInfo, PairedMethod, Reduction
 
 V = TypeVar("V")
@@ -130,3 +131,8 @@ def resolve_policies(cfg: GateConfig, specs: Iterable[BenchmarkSpec]) -> dict[st
             **metric_facts(metric, info),
         )
     return out
+
+
+def gate_policies(cfg: EvalConfig) -> dict[str, UnitPolicy]:
+    """``{unit: policy}``: every registered unit's primary metric, margins and floor under ``cfg.gate``."""
+    return resolve_policies(cfg.gate, units().values())

@@ -168,7 +168,7 @@ def register_version(cfg: EvalConfig, name: str, version: str, model_dir: Path) 
     Returns the registry version number."""
     from trackeval.tracking.client import Mlflow
     from trackeval.tracking.logged_models import logged_model
-    from trackeval.tracking.model_registry import create_version, find_version
+    from trackeval.tracking.registry import create_version, find_version
     from trackeval.tracking.tags import TAG
 
     ml = Mlflow(cfg.tracking)
@@ -215,14 +215,10 @@ def gate(layout: WorkLayout, cfg: EvalConfig, params: PipelineParams) -> dict[st
     far, and the registry's aliases are set to that outcome (:func:`~trackeval.tracking.promotion.reconcile`),
     so the registry, ``verdict.json`` (``{version: {verdict, reasons, decision_run}, "champion"}``) and what is
     printed never disagree, even after a revert. A failed gate is a result, not an error."""
-    from trackeval.api import gate_policies
     from trackeval.report.comparison import print_decision
-    from trackeval.tracking.client import Mlflow
-    from trackeval.tracking.promotion import reconcile
+    from trackeval.tracking.gatekeeper import Gate
 
-    ml = Mlflow(cfg.tracking)
-    name = params.model_name
-    decisions, champion = reconcile(ml, name, list(params.versions), cfg.gate, gate_policies(cfg))
+    decisions, champion = Gate.from_config(cfg).reconcile(params.model_name, list(params.versions))
     out: dict[str, object] = {}
     for version, decision, run_id in decisions:
         print_decision(decision)
@@ -243,7 +239,7 @@ def write_verdict(path: Path, verdict: dict[str, object]) -> None:
 def registry_status(cfg: EvalConfig, params: PipelineParams, trusted_keys: Sequence[str] = ()) -> list[AliasStatus]:
     """``trackeval verify`` for the pipeline's model, with ``gate.trusted_keys`` and ``trusted_keys`` (public key
     files): one status per alias ([] when the model is not registered yet)."""
-    from trackeval.loop import verify
+    from trackeval.api import verify
 
     try:
         return verify(params.model_name, config=cfg, trusted_keys=trusted_keys)
@@ -257,7 +253,7 @@ def registry_verdict(cfg: EvalConfig, params: PipelineParams) -> tuple[dict[str,
     """What the MLflow registry says now: ``{version: (gate verdict, reason)}`` (the version's
     ``trackeval.gate.*`` tags) and the ``@champion``'s version."""
     from trackeval.tracking.client import Mlflow
-    from trackeval.tracking.model_registry import find_version, resolve_version
+    from trackeval.tracking.registry import find_version, resolve_version
     from trackeval.tracking.tags import TAG, VERSION_TAG
 
     ml = Mlflow(cfg.tracking)
