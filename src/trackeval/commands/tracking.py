@@ -238,7 +238,7 @@ def _signature(ml: Mlflow, run_id: str) -> str:
 def _aliases_before(ml: Mlflow, name: str, candidate: str) -> tuple[str, dict[str, str]]:
     """The candidate's registry version and the registered model's aliases before the gate (a model or
     version that is not registered is reported here, before anything else is read)."""
-    from trackeval.tracking.registry import registered_aliases, resolve_version
+    from trackeval.tracking.model_registry import registered_aliases, resolve_version
 
     version = str(resolve_version(ml, name, candidate).version)
     return version, {k: str(v) for k, v in registered_aliases(ml, name).items()}
@@ -256,7 +256,7 @@ def _print_moves(
     passing promote would move (``would move ...``; none when the candidate is the champion, which ``promote``
     refuses), or ``aliases unchanged``."""
     from trackeval.tracking.promotion import alias_moves, passing_aliases
-    from trackeval.tracking.registry import registered_aliases
+    from trackeval.tracking.model_registry import registered_aliases
 
     candidate, aliases = before
     if args.dry_run:
@@ -275,7 +275,7 @@ def _decision_missing(ml: Mlflow, name: str, decision: Decision, baseline: str) 
     tracked evaluation has missing predictions (display only: the gate's decision does not read this)."""
     from trackeval.report.console import missing_line
     from trackeval.tracking.missing import version_missing
-    from trackeval.tracking.registry import resolve_version
+    from trackeval.tracking.model_registry import resolve_version
 
     out = []
     for role, label in (("candidate", decision.candidate), (baseline, decision.champion)):

@@ -168,7 +168,7 @@ def register_version(cfg: EvalConfig, name: str, version: str, model_dir: Path) 
     Returns the registry version number."""
     from trackeval.tracking.client import Mlflow
     from trackeval.tracking.logged_models import logged_model
-    from trackeval.tracking.registry import create_version, find_version
+    from trackeval.tracking.model_registry import create_version, find_version
     from trackeval.tracking.tags import TAG
 
     ml = Mlflow(cfg.tracking)
@@ -253,7 +253,7 @@ def registry_verdict(cfg: EvalConfig, params: PipelineParams) -> tuple[dict[str,
     """What the MLflow registry says now: ``{version: (gate verdict, reason)}`` (the version's
     ``trackeval.gate.*`` tags) and the ``@champion``'s version."""
     from trackeval.tracking.client import Mlflow
-    from trackeval.tracking.registry import find_version, resolve_version
+    from trackeval.tracking.model_registry import find_version, resolve_version
     from trackeval.tracking.tags import TAG, VERSION_TAG
 
     ml = Mlflow(cfg.tracking)
