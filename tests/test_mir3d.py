@@ -10,8 +10,9 @@ import pytest
 from sklearn.metrics import average_precision_score
 
 from tests.conftest import evaluate_argv
-from trackeval.benchmarks.mir3d import RankedList, load_ground_truth, score_region
-from trackeval.benchmarks.mir3d_config import Mir3dConfig
+from trackeval.benchmarks.mir3d.adapter import score_region
+from trackeval.benchmarks.mir3d.config import Mir3dConfig
+from trackeval.benchmarks.mir3d.readers import RankedList, load_ground_truth
 from trackeval.cli import main
 from trackeval.demo.mir3d_baselines import data_dir, oracle_rankings, random_rankings, write_baseline
 

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from tests.conftest import umd_argv
-from trackeval.benchmarks.umd_config import UMD_ORGANS
+from trackeval.benchmarks.umd.config import UMD_ORGANS
 from trackeval.cli import main
 
 

@@ -263,7 +263,7 @@ def test_config_sections_import_only_config() -> None:
     """A unit's config section module is a leaf of the config layer: it imports ``trackeval.config`` (and
     ``trackeval.errors``) only, so the IMIS readers in io/ and interactive/ may use its model."""
     sections = {m: i for m, i in _imports().items() if SECTION.match(m)}
-    assert {"trackeval.benchmarks.umd_config", "trackeval.benchmarks.imis_config"} <= set(sections)
+    assert {"trackeval.benchmarks.umd.config", "trackeval.benchmarks.imis_config"} <= set(sections)
     for module, imported in sections.items():
         assert {t for t in imported if _layer(t) not in ("config", "errors")} == set(), module
 
@@ -273,6 +273,8 @@ def test_config_sections_import_only_config() -> None:
 ALIASES = {
     "trackeval.loop": "trackeval.api",
     "trackeval.interactive.baselines": "trackeval.demo",
+    "trackeval.benchmarks.umd_config": "trackeval.benchmarks.umd.config",
+    "trackeval.benchmarks.mir3d_config": "trackeval.benchmarks.mir3d.config",
 }
 
 
@@ -520,3 +522,17 @@ def test_the_former_baselines_path_is_a_lazy_alias() -> None:
     assert alias.region_grower is baselines.region_grower and alias.RegionGrower is baselines.RegionGrower
     with pytest.raises(AttributeError):
         alias.no_such_model  # noqa: B018
+
+
+@pytest.mark.parametrize(("unit", "name"), [("umd", "UMDConfig"), ("umd", "UMD_ORGANS"), ("mir3d", "Mir3dConfig")])
+def test_the_former_config_section_paths_are_deprecated_aliases(unit: str, name: str) -> None:
+    """``trackeval.benchmarks.<unit>_config`` (the path the docs named before each unit became a package) forwards
+    to ``trackeval.benchmarks.<unit>.config``, to the same objects, with a DeprecationWarning."""
+    import importlib
+
+    new = importlib.import_module(f"trackeval.benchmarks.{unit}.config")
+    alias = importlib.import_module(f"trackeval.benchmarks.{unit}_config")
+    with pytest.warns(DeprecationWarning, match=f"use trackeval.benchmarks.{unit}.config"):
+        assert getattr(alias, name) is getattr(new, name)
+    with pytest.raises(AttributeError):
+        alias.no_such_name  # noqa: B018

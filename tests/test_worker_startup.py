@@ -15,11 +15,13 @@ import textwrap
 from pathlib import Path
 
 from trackeval.api import load_config
-from trackeval.benchmarks import umd
+from trackeval.benchmarks.umd.cases import load_cases
+from trackeval.benchmarks.umd.scoring import CaseJob, score_case
+from trackeval.engine.cache import CaseCache
 
 PROBE = '''
 import os, resource, sys
-from trackeval.benchmarks.umd import score_case
+from trackeval.benchmarks.umd.scoring import score_case
 
 HEAVY = ("torch", "monai")
 
@@ -38,13 +40,15 @@ import json, os, sys
 from pathlib import Path
 from probe import probe
 from trackeval.api import load_config
-from trackeval.benchmarks import umd
+from trackeval.benchmarks.umd.cases import load_cases
+from trackeval.benchmarks.umd.scoring import CaseJob
+from trackeval.engine.cache import CaseCache
 from trackeval.engine.executors import map_cases
 
 gt, pred = Path(sys.argv[1]), Path(sys.argv[2])
 cfg = load_config(None, ["engine.executor=processes", "engine.workers=2", "engine.cache=false"])
-cases, _, _ = umd.load_cases(gt, pred)
-jobs = [umd._Job(c, cfg.umd, umd.CaseCache(None, "umd")) for c in cases]
+cases, _, _ = load_cases(gt, pred)
+jobs = [CaseJob(c, cfg.umd, CaseCache(None, "umd")) for c in cases]
 print(json.dumps({"main": os.getpid(), "results": map_cases(probe, jobs, cfg.engine, "probe")}))
 """
 
@@ -70,6 +74,6 @@ def test_workers_score_without_torch_or_monai_and_start_cheaply(umd_dataset, tmp
         assert maxrss_kb <= 150 * 1024, f"worker RSS before its first case: {maxrss_kb / 1024:.0f} MB"
     # the records are the ones scored in-process
     cfg = load_config(None, ["engine.executor=local", "engine.cache=false"])
-    cases, _, _ = umd.load_cases(gt, pred)
-    local = [umd.score_case(umd._Job(c, cfg.umd, umd.CaseCache(None, "umd"))).record.model_dump() for c in cases]
+    cases, _, _ = load_cases(gt, pred)
+    local = [score_case(CaseJob(c, cfg.umd, CaseCache(None, "umd"))).record.model_dump() for c in cases]
     assert json.dumps([r[-1] for r in results], sort_keys=True) == json.dumps(local, sort_keys=True)

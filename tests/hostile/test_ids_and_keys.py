@@ -126,7 +126,7 @@ def test_imis_group_values_with_a_trailing_newline_become_plain_tokens(cli, tmp_
 
 
 def _mir3d_copy(tmp_path: Path) -> tuple[Path, Path]:
-    from trackeval.benchmarks.mir3d import load_ground_truth
+    from trackeval.benchmarks.mir3d.readers import load_ground_truth
     from trackeval.demo.mir3d_baselines import data_dir, random_rankings, write_rankings
 
     gt = tmp_path / "mir"

@@ -21,7 +21,7 @@ from PIL import Image
 
 from tests import test_tracking
 from tests.conftest import evaluate_argv, save_nifti, umd_argv
-from trackeval.benchmarks.mir3d import load_ground_truth
+from trackeval.benchmarks.mir3d.readers import load_ground_truth
 from trackeval.benchmarks.missing import missing_note
 from trackeval.demo.mir3d_baselines import data_dir, random_rankings, write_rankings
 

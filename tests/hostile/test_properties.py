@@ -33,7 +33,7 @@ from hypothesis import HealthCheck, assume, event, example, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import scaled
-from trackeval.benchmarks.mir3d import RegionTruth, load_rankings
+from trackeval.benchmarks.mir3d.readers import RegionTruth, load_rankings
 from trackeval.benchmarks.xray.report import _reports
 from trackeval.benchmarks.xray.ret import read_rankings
 from trackeval.errors import InputError

@@ -5,7 +5,7 @@ and hashed into the results (same inputs + same config -> byte-identical results
 holds the shared sections (bootstrap, engine, tracking, gate); the benchmark sections (``umd``, ``xray``...)
 are declared by the registered benchmark units, and :func:`trackeval.api.config_model` composes the full model
 (:func:`trackeval.api.load_config` is the usual entry point). A benchmark's section model lives with its unit,
-a plug-in's in the plug-in and a built-in's beside its adapter (``trackeval.benchmarks.umd_config``...); the
+a plug-in's in the plug-in and a built-in's beside its adapter (``trackeval.benchmarks.umd.config``...); the
 ``pipeline`` section of params.yaml is read by :mod:`trackeval.pipeline.params`, not here.
 """
 

@@ -23,7 +23,7 @@ from typing import Literal
 
 import numpy as np
 
-from trackeval.benchmarks.mir3d import RANKING_FIELDS, RegionTruth, load_ground_truth
+from trackeval.benchmarks.mir3d.readers import RANKING_FIELDS, RegionTruth, load_ground_truth
 
 Baseline = Literal["random", "oracle"]
 

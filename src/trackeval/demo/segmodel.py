@@ -20,7 +20,7 @@ from monai.inferers import sliding_window_inference
 from monai.networks.nets import UNet
 from pydantic import BaseModel, ConfigDict, Field
 
-from trackeval.benchmarks.umd_config import UMD_ORGANS
+from trackeval.benchmarks.umd.config import UMD_ORGANS
 
 N_CLASSES = len(UMD_ORGANS) + 1
 

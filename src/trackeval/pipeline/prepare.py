@@ -20,7 +20,7 @@ import nibabel as nib
 import numpy as np
 from PIL import Image
 
-from trackeval.benchmarks.umd_config import UMD_ORGANS
+from trackeval.benchmarks.umd.config import UMD_ORGANS
 from trackeval.demo.umd_demo import build_umd_demo
 from trackeval.pipeline.params import PipelineParams
 

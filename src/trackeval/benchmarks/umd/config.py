@@ -8,6 +8,9 @@ from pydantic import Field, field_validator
 
 from trackeval.config.base import KEY_TOKEN, FiniteFloat, PositiveInt, Section, distinct
 
+#: The unit's name: its config section and the first token of its metric keys.
+NAME = "umd"
+
 #: The 13 UMD organs with their default label ids (1..13 in this order).
 UMD_ORGANS: tuple[str, ...] = (
     "liver",
