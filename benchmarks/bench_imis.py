@@ -18,10 +18,10 @@ from scipy import ndimage
 from sklearn.metrics import f1_score
 
 from trackeval.api import config_model
-from trackeval.benchmarks.imis import evaluate
+from trackeval.benchmarks.imis.adapter import evaluate
+from trackeval.benchmarks.imis.cases import load_cases, read_case
+from trackeval.benchmarks.imis.runner import write_log
 from trackeval.demo.imis_data import build_imis_demo
-from trackeval.interactive.runner import write_log
-from trackeval.io.imis import load_cases, read_case
 from trackeval.metrics.interactive import binary_dice
 
 GROWER = "trackeval.demo.baselines:region_grower"

@@ -15,17 +15,18 @@ from scipy import ndimage
 from sklearn.metrics import f1_score
 
 from trackeval.api import config_model, load_config
-from trackeval.benchmarks.imis import aggregate, evaluate
-from trackeval.benchmarks.imis_config import IMISConfig
+from trackeval.benchmarks.imis.adapter import evaluate
+from trackeval.benchmarks.imis.aggregates import aggregate
+from trackeval.benchmarks.imis.cases import load_cases, read_case
+from trackeval.benchmarks.imis.clicks import bounding_box, error_click, first_click, inner_pixels
+from trackeval.benchmarks.imis.config import IMISConfig
+from trackeval.benchmarks.imis.protocol import Request
+from trackeval.benchmarks.imis.runner import write_log
+from trackeval.benchmarks.imis.session import PromptSchedule
 from trackeval.cli import main
 from trackeval.config import EvalConfig
 from trackeval.demo.imis_data import build_imis_demo
 from trackeval.errors import InputError
-from trackeval.interactive.clicks import bounding_box, error_click, first_click, inner_pixels
-from trackeval.interactive.loop import PromptSchedule
-from trackeval.interactive.protocol import Request
-from trackeval.interactive.runner import write_log
-from trackeval.io.imis import load_cases, read_case
 from trackeval.metrics.interactive import binary_dice, dice_auc, number_of_clicks
 from trackeval.results import CaseRecord
 
@@ -410,8 +411,8 @@ def test_config_switches_validate():
 def test_click_unet_trains_saves_and_runs_the_loop(demo, tmp_path):
     import torch
 
+    from trackeval.benchmarks.imis.session import run_sequence
     from trackeval.demo.baselines import click_unet, train_click_unet
-    from trackeval.interactive.loop import run_sequence
 
     weights = tmp_path / "unet.pt"
     stats = train_click_unet(demo, weights, iterations=2, batch=2)
@@ -433,8 +434,8 @@ def test_click_unet_trains_saves_and_runs_the_loop(demo, tmp_path):
 
 
 def test_region_grower_improves_with_corrective_clicks_on_a_real_slice(demo):
+    from trackeval.benchmarks.imis.session import run_sequence
     from trackeval.demo.baselines import region_grower
-    from trackeval.interactive.loop import run_sequence
 
     cfg = IMISConfig()
     case = next(c for c in load_cases(demo, cfg)[0] if c.case_id == "ct_z091")  # thorax: aorta, heart
@@ -473,8 +474,8 @@ def test_mlflow_model_uri_runs_the_protocol(demo, tmp_path, monkeypatch):
     import mlflow
     import mlflow.pyfunc
 
+    from trackeval.benchmarks.imis.session import load_model
     from trackeval.demo.baselines import RegionGrower
-    from trackeval.interactive.loop import load_model
 
     class Wrapped(mlflow.pyfunc.PythonModel):
         supported_prompts = ("point", "box")

@@ -12,14 +12,14 @@ import torch.nn.functional as F
 from PIL import Image
 
 from trackeval.api import config_model
-from trackeval.benchmarks.imis import evaluate
-from trackeval.benchmarks.imis_config import IMISConfig
+from trackeval.benchmarks.imis.adapter import evaluate
+from trackeval.benchmarks.imis.cases import load_cases, read_case
+from trackeval.benchmarks.imis.config import IMISConfig
+from trackeval.benchmarks.imis.protocol import Request
+from trackeval.benchmarks.imis.session import run_sequence
 from trackeval.config import EvalConfig
 from trackeval.demo.imis_data import build_imis_demo
 from trackeval.errors import ConfigError, InputError
-from trackeval.interactive.loop import run_sequence
-from trackeval.interactive.protocol import Request
-from trackeval.io.imis import load_cases, read_case
 
 GROWER = "trackeval.interactive.baselines:region_grower"
 THRESHOLD = "tests.test_imis_bench_protocol:threshold"

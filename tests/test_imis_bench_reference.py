@@ -34,9 +34,9 @@ import torch.nn.functional as F
 from PIL import Image
 
 from trackeval.api import config_model
-from trackeval.benchmarks.imis import evaluate
-from trackeval.interactive.protocol import Request
-from trackeval.io.imis_grid import centre_indices, resize_nearest, to_label_grid
+from trackeval.benchmarks.imis.adapter import evaluate
+from trackeval.benchmarks.imis.grid import centre_indices, resize_nearest, to_label_grid
+from trackeval.benchmarks.imis.protocol import Request
 
 BTCV_LABELS = (
     "spleen kidney_right kidney_left gallbladder esophagus liver stomach aorta inferior_vena_cava "

@@ -16,15 +16,16 @@ from scipy import ndimage
 
 from tests.test_imis import write_imis
 from trackeval.api import config_model, load_config
-from trackeval.benchmarks.imis import evaluate, sequence_metrics
-from trackeval.benchmarks.imis_config import IMISConfig
+from trackeval.benchmarks.imis.adapter import evaluate
+from trackeval.benchmarks.imis.clicks import error_click
+from trackeval.benchmarks.imis.config import IMISConfig
+from trackeval.benchmarks.imis.protocol import Request
+from trackeval.benchmarks.imis.runner import write_log
+from trackeval.benchmarks.imis.scoring import sequence_metrics
+from trackeval.benchmarks.imis.session import PromptSchedule
 from trackeval.config import EvalConfig
 from trackeval.demo.imis_data import build_imis_demo
 from trackeval.errors import ConfigError
-from trackeval.interactive.clicks import error_click
-from trackeval.interactive.loop import PromptSchedule
-from trackeval.interactive.protocol import Request
-from trackeval.interactive.runner import write_log
 from trackeval.metrics.interactive import binary_dice, binary_iou, number_of_clicks
 
 GROWER = "trackeval.interactive.baselines:region_grower"

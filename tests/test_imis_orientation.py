@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 
 from trackeval.api import config_model
-from trackeval.benchmarks.imis import evaluate
-from trackeval.benchmarks.imis_config import IMISConfig
-from trackeval.io.imis import load_cases, load_dataset, read_case
+from trackeval.benchmarks.imis.adapter import evaluate
+from trackeval.benchmarks.imis.cases import load_cases, load_dataset, read_case
+from trackeval.benchmarks.imis.config import IMISConfig
 
 GROWER = "trackeval.interactive.baselines:region_grower"
 SHAPE = (34, 30, 7)

@@ -19,11 +19,11 @@ import numpy as np
 import pytest
 
 from trackeval.api import config_model
-from trackeval.benchmarks.imis import evaluate
-from trackeval.benchmarks.imis_config import IMISConfig
+from trackeval.benchmarks.imis.adapter import evaluate
+from trackeval.benchmarks.imis.cases import load_cases, load_dataset, read_case
+from trackeval.benchmarks.imis.config import IMISConfig
+from trackeval.benchmarks.imis.runner import write_log
 from trackeval.errors import InputError
-from trackeval.interactive.runner import write_log
-from trackeval.io.imis import load_cases, load_dataset, read_case
 
 GROWER = "trackeval.interactive.baselines:region_grower"
 #: a permuted, flipped affine (voxel axes: j -> L, i -> P, k -> S), 1.5 mm in-plane, 3 mm slices

@@ -23,7 +23,7 @@ from tests import gate_data
 from tests.conftest import save_nifti
 from tests.test_imis import write_imis
 from tests.test_mir3d import HAND, RANKINGS, _rankings, _toy_gt
-from trackeval.interactive.protocol import Request
+from trackeval.benchmarks.imis.protocol import Request
 from trackeval.plotdata import (
     POOLED,
     box_rows,

@@ -187,18 +187,18 @@ def test_every_builtin_unit_is_registered_through_its_entry_point() -> None:
 #: Which of trackeval's top-level packages/modules each one may import (itself always allowed). Leaf modules
 #: (errors, results, spec, config, _version, registry: the registered units' declarations, loaded through entry
 #: points, never a static import of an adapter) may be imported from everywhere except ``metrics``; a built-in
-#: unit's config section (``trackeval.benchmarks.<unit>_config``) lives beside its adapter but belongs to the
-#: ``config`` layer (it imports only ``trackeval.config``: :func:`test_config_sections_import_only_config`).
+#: unit's config section (``trackeval.benchmarks.<unit>.config``, or ``<unit>_config``) lives beside its adapter
+#: but belongs to the ``config`` layer (it imports only ``trackeval.config``:
+#: :func:`test_config_sections_import_only_config`).
 LEAVES = {"errors", "results", "spec", "config", "_version", "registry", "__init__"}
-SECTION = re.compile(r"^trackeval\.benchmarks\.[a-z0-9]+_config(?:\.|\Z)")  # the module, or a name in it
+SECTION = re.compile(r"^trackeval\.benchmarks\.[a-z0-9]+(?:_|\.)config(?:\.|\Z)")  # the module, or a name in it
 ALLOWED: dict[str, set[str]] = {
     "metrics": set(),
     "stats": {"metrics"},
     "io": {"stats"},  # the results folder verifies aggregates against the case records (stats.verify)
     "engine": {"io"},
     "audit": {"io"},
-    "interactive": {"metrics", "io", "engine"},
-    "benchmarks": {"metrics", "io", "stats", "engine", "audit", "interactive"},
+    "benchmarks": {"metrics", "io", "stats", "engine", "audit"},
     "gate": {"stats", "metrics"},
     "plotdata": {"metrics", "stats"},  # the rows behind figures: curves and bins through the metric kernels
     # the report draws and prints what results hold: it computes no metric (no metrics/, no stats/)
@@ -207,8 +207,8 @@ ALLOWED: dict[str, set[str]] = {
     "report": {"gate", "io", "plotdata", "attest"},  # io.escape: each medium's one escaping function
     "tracking": {"io", "gate", "report", "plotdata", "stats", "metrics", "attest"},
     # the Python API: evaluate, and the loop the track/compare/promote/verify commands run, without the terminal
-    "api": {"benchmarks", "gate", "stats", "metrics", "io", "engine", "audit", "interactive", "tracking", "attest"},
-    "demo": {"metrics", "io", "engine", "interactive", "stats", "benchmarks"},
+    "api": {"benchmarks", "gate", "stats", "metrics", "io", "engine", "audit", "tracking", "attest"},
+    "demo": {"metrics", "io", "engine", "stats", "benchmarks"},
 }
 
 
@@ -261,9 +261,9 @@ def test_nothing_imports_from_the_package_top() -> None:
 
 def test_config_sections_import_only_config() -> None:
     """A unit's config section module is a leaf of the config layer: it imports ``trackeval.config`` (and
-    ``trackeval.errors``) only, so the IMIS readers in io/ and interactive/ may use its model."""
+    ``trackeval.errors``) only, so every layer may use its model."""
     sections = {m: i for m, i in _imports().items() if SECTION.match(m)}
-    assert {"trackeval.benchmarks.umd.config", "trackeval.benchmarks.imis_config"} <= set(sections)
+    assert {"trackeval.benchmarks.umd.config", "trackeval.benchmarks.imis.config"} <= set(sections)
     for module, imported in sections.items():
         assert {t for t in imported if _layer(t) not in ("config", "errors")} == set(), module
 
@@ -272,7 +272,11 @@ def test_config_sections_import_only_config() -> None:
 #: forwards names lazily and holds no code of its own.
 ALIASES = {
     "trackeval.loop": "trackeval.api",
+    "trackeval.interactive": "trackeval.benchmarks.imis",
     "trackeval.interactive.baselines": "trackeval.demo",
+    "trackeval.interactive.protocol": "trackeval.benchmarks.imis",
+    "trackeval.interactive.runner": "trackeval.benchmarks.imis",
+    "trackeval.benchmarks.imis_config": "trackeval.benchmarks.imis.config",
     "trackeval.benchmarks.umd_config": "trackeval.benchmarks.umd.config",
     "trackeval.benchmarks.mir3d_config": "trackeval.benchmarks.mir3d.config",
 }
@@ -515,16 +519,44 @@ def test_demo_evaluates_the_example_of_the_unit_asked_for(plugin, tmp_path: Path
 
 def test_the_former_baselines_path_is_a_lazy_alias() -> None:
     """``--model trackeval.interactive.baselines:region_grower`` (written before the demo models moved to
-    ``trackeval.demo.baselines``) still resolves, to the same object; an unknown name is an AttributeError."""
+    ``trackeval.demo.baselines``) still resolves, to the same object, with a DeprecationWarning; an unknown name
+    is an AttributeError."""
     from trackeval.demo import baselines
     from trackeval.interactive import baselines as alias
 
-    assert alias.region_grower is baselines.region_grower and alias.RegionGrower is baselines.RegionGrower
+    with pytest.warns(DeprecationWarning, match="use trackeval.demo.baselines"):
+        assert alias.region_grower is baselines.region_grower and alias.RegionGrower is baselines.RegionGrower
     with pytest.raises(AttributeError):
         alias.no_such_model  # noqa: B018
 
 
-@pytest.mark.parametrize(("unit", "name"), [("umd", "UMDConfig"), ("umd", "UMD_ORGANS"), ("mir3d", "Mir3dConfig")])
+@pytest.mark.parametrize(("module", "name"), [("protocol", "Request"), ("runner", "write_log")])
+def test_the_former_interactive_paths_are_deprecated_aliases(module: str, name: str) -> None:
+    """``trackeval.interactive.protocol`` and ``.runner`` (named by the docs before IMIS became one package)
+    forward to ``trackeval.benchmarks.imis``, to the same objects, with a DeprecationWarning."""
+    import importlib
+
+    new = importlib.import_module(f"trackeval.benchmarks.imis.{module}")
+    alias = importlib.import_module(f"trackeval.interactive.{module}")
+    with pytest.warns(DeprecationWarning, match=f"use trackeval.benchmarks.imis.{module}"):
+        assert getattr(alias, name) is getattr(new, name)
+    with pytest.raises(AttributeError):
+        alias.no_such_name  # noqa: B018
+
+
+def test_the_former_runner_path_still_runs() -> None:
+    """``python -m trackeval.interactive.runner`` runs the runner, warning that it moved."""
+    args = [sys.executable, "-m", "trackeval.interactive.runner", "--help"]
+    done = subprocess.run(args, env=_env(), capture_output=True, text=True, timeout=scaled(120))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("usage: python -m trackeval.benchmarks.imis.runner")
+    assert "DeprecationWarning: trackeval.interactive.runner is deprecated" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("unit", "name"),
+    [("umd", "UMDConfig"), ("umd", "UMD_ORGANS"), ("mir3d", "Mir3dConfig"), ("imis", "IMISConfig")],
+)
 def test_the_former_config_section_paths_are_deprecated_aliases(unit: str, name: str) -> None:
     """``trackeval.benchmarks.<unit>_config`` (the path the docs named before each unit became a package) forwards
     to ``trackeval.benchmarks.<unit>.config``, to the same objects, with a DeprecationWarning."""

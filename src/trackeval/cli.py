@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     (:func:`~trackeval.io.redact.redacted_output`, :func:`~trackeval.io.redact.install_log_filter`).
     ``SystemExit`` passes through (argparse's usage errors, exit 2, and a SIGTERM turned into ``SystemExit``
     while an MLflow run is open); an interactive model's ``SystemExit`` never gets here
-    (:func:`trackeval.interactive.loop.call_model` reports it as a model error).
+    (:func:`trackeval.benchmarks.imis.session.call_model` reports it as a model error).
     """
     argv = sys.argv[1:] if argv is None else [str(a) for a in argv]
     with redacted_output(), cli_caller():  # errors name the CLI's options (--replace), not keyword arguments

@@ -19,10 +19,10 @@ import numpy as np
 import pytest
 
 from tests.conftest import REPO, scaled
-from trackeval.benchmarks.imis_config import IMISConfig
+from trackeval.benchmarks.imis.cases import load_cases, read_case
+from trackeval.benchmarks.imis.config import IMISConfig
+from trackeval.benchmarks.imis.session import load_model
 from trackeval.demo.imis_data import build_imis_demo
-from trackeval.interactive.loop import load_model
-from trackeval.io.imis import load_cases, read_case
 
 MODULE = "tests.hostile.test_imis_models"
 #: the hung models wait for this; it is set only when the test is over, to free their abandoned threads

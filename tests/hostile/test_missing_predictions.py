@@ -255,8 +255,8 @@ def test_xray_report_reference_without_a_prediction_is_one_warning_line(cli, tmp
 
 def test_imis_image_without_a_log_line_is_one_warning_line(cli, tmp_path):
     from tests.test_imis import ORACLE, write_imis
-    from trackeval.benchmarks.imis_config import IMISConfig
-    from trackeval.interactive.runner import write_log
+    from trackeval.benchmarks.imis.config import IMISConfig
+    from trackeval.benchmarks.imis.runner import write_log
 
     square = np.zeros((24, 24), bool)
     square[2:12, 2:12] = True

@@ -33,11 +33,11 @@ from hypothesis import HealthCheck, assume, event, example, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import scaled
+from trackeval.benchmarks.imis.logs import InteractionLog, read_log
 from trackeval.benchmarks.mir3d.readers import RegionTruth, load_rankings
 from trackeval.benchmarks.xray.report import _reports
 from trackeval.benchmarks.xray.ret import read_rankings
 from trackeval.errors import InputError
-from trackeval.interactive.logs import InteractionLog, read_log
 from trackeval.io.limits import max_voxels
 from trackeval.io.nifti import LabelVolume, read_label_map
 from trackeval.io.structured import parse_jsonl, read_jsonl

@@ -16,7 +16,7 @@ pipeline trains and runs them; torch and MONAI are imported with this module, ne
   MONAI ``BasicUNet`` (2D) on five channels: grey image, positive-click disks, negative-click disks, box mask,
   previous mask probability; returns logits. :func:`train_click_unet` trains it on the ``training`` list of an
   IMIS-layout folder on CPU on states made by the protocol's simulator (first clicks, boxes, and corrective
-  clicks from :func:`~trackeval.interactive.clicks.error_click` on the region grower's and the network's own
+  clicks from :func:`~trackeval.benchmarks.imis.clicks.error_click` on the region grower's and the network's own
   earlier outputs or a perturbed truth), and saves the ``state_dict`` with ``torch.save``; it is loaded with
   ``torch.load(..., weights_only=True)``.
 
@@ -35,11 +35,11 @@ import torch
 from monai.networks.nets import BasicUNet
 from scipy import ndimage
 
-from trackeval.benchmarks.imis_config import IMISConfig
-from trackeval.interactive.clicks import bounding_box, error_click, first_click
-from trackeval.interactive.loop import run_sequence
-from trackeval.interactive.protocol import Box, Click, Prompts, Request
-from trackeval.io.imis import load_cases, read_case
+from trackeval.benchmarks.imis.cases import load_cases, read_case
+from trackeval.benchmarks.imis.clicks import bounding_box, error_click, first_click
+from trackeval.benchmarks.imis.config import IMISConfig
+from trackeval.benchmarks.imis.protocol import Box, Click, Prompts, Request
+from trackeval.benchmarks.imis.session import run_sequence
 
 
 def grey(image: np.ndarray) -> np.ndarray:

@@ -68,7 +68,6 @@ SCORING_CODE = (
     "stats",
     "engine",
     "audit",
-    "interactive",
     "benchmarks",
 )
 

@@ -18,11 +18,11 @@ import nibabel as nib
 import numpy as np
 from PIL import Image
 
+from trackeval.benchmarks.imis.runner import write_log
 from trackeval.config import EvalConfig
 from trackeval.demo import segmodel
 from trackeval.demo.baselines import train_click_unet
 from trackeval.demo.mir3d_baselines import write_baseline
-from trackeval.interactive.runner import write_log
 from trackeval.pipeline.params import VersionSpec
 from trackeval.pipeline.prepare import project_labels
 

@@ -19,7 +19,7 @@ integer label map pairs on one grid (paths relative to ``GT_DIR``); targets are 
 other ids ignored) or, when empty, every id present, named ``label_<id>``.
 
 3D releases (``totalseg-mri``: TotalSegmentator MRI subject folders; ``isles22``: ISLES'22 BIDS) are sliced into
-2D cases by :mod:`trackeval.io.imis_volumes` under ``imis.volumes``. The layout is told from the files
+2D cases by :mod:`trackeval.benchmarks.imis.volumes` under ``imis.volumes``. The layout is told from the files
 (:data:`LAYOUTS`, in this order; ``--format`` forces one): ``generic`` (dataset.json) and ``nifti-manifest``
 (manifest.csv) are trackeval's own layouts, whose digests do not change.
 
@@ -27,7 +27,7 @@ Only non-empty targets are evaluated (as the original). Every error names the fi
 
 With ``imis.protocol: imis_bench`` :func:`read_case` returns the image and every target mask resized to
 ``imis.eval_size x imis.eval_size`` as IMIS-Bench's loader does (no aspect preservation, PIL's nearest-neighbour
-for both: pixel-centre sampling, :mod:`trackeval.io.imis_grid`), keeps the targets non-empty after resizing, and
+for both: pixel-centre sampling, :mod:`trackeval.benchmarks.imis.grid`), keeps the targets non-empty after resizing, and
 keeps those targets on the label grid too (``LoadedCase.label_masks``: IMIS-Bench takes Dice there).
 """
 
@@ -40,13 +40,9 @@ from pathlib import Path
 
 import numpy as np
 
-from trackeval.benchmarks.imis_config import IMISConfig
-from trackeval.errors import ConfigError, InputError
-from trackeval.io.files import decode_text
-from trackeval.io.hashing import sha256_bytes, sha256_files, sha256_text
-from trackeval.io.images import check_npz_members, load_image
-from trackeval.io.imis_grid import resize_nearest
-from trackeval.io.imis_volumes import (
+from trackeval.benchmarks.imis.config import IMISConfig
+from trackeval.benchmarks.imis.grid import resize_nearest
+from trackeval.benchmarks.imis.volumes import (
     ISLES,
     SUBJECT_READERS,
     TOTALSEG,
@@ -58,6 +54,10 @@ from trackeval.io.imis_volumes import (
     read_slice,
     subject_areas,
 )
+from trackeval.errors import ConfigError, InputError
+from trackeval.io.files import decode_text
+from trackeval.io.hashing import sha256_bytes, sha256_files, sha256_text
+from trackeval.io.images import check_npz_members, load_image
 from trackeval.io.layouts import Layout, choose, layout_digest
 from trackeval.io.limits import check_voxels
 from trackeval.io.nifti import check_same_grid, read_bytes_digest, read_image, read_label_map

@@ -25,7 +25,8 @@ IMIS-Bench code (``get_points_from_mask``, ``get_bboxes_from_mask`` and the mult
   (0, 0) as a negative), no click is made when no unclicked error pixel is left. No random numbers.
 
 An empty error region gives no click (``None``): the prediction is already exact. (With ``imis.protocol:
-imis_bench`` the loop then sends IMIS-Bench's label ``-1`` placeholder, :func:`trackeval.interactive.loop.noop_click`.)
+imis_bench`` the loop then sends IMIS-Bench's label ``-1`` placeholder,
+:func:`trackeval.benchmarks.imis.session.noop_click`.)
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from trackeval.interactive.protocol import Box, Click
+from trackeval.benchmarks.imis.protocol import Box, Click
 
 
 def _inner_coords(truth: np.ndarray, fraction: float) -> np.ndarray:

@@ -18,6 +18,9 @@ from pydantic import Field, field_validator, model_validator
 
 from trackeval.config.base import KEY_TOKEN, FiniteFloat, NonNegativeInt, PositiveInt, Section, Seed, distinct
 
+#: the unit's name: its config section and the prefix of its metric keys
+NAME = "imis"
+
 PromptType = Literal["point", "box", "text"]
 
 #: the largest ``imis.eval_size`` (pixels per side: an 8192 x 8192 grid already holds 64 M pixels per mask)
@@ -122,7 +125,7 @@ class IMISConfig(Section):
             missed, negative if a false alarm), ``center_error`` (largest-component centre: the pixel farthest
             from the boundary of the largest connected false-negative or false-positive region) or ``ritm``
             (RITM / SimpleClick's evaluation clicker: the deepest pixel of the whole false-negative or
-            false-positive area, whichever is deeper; see :mod:`trackeval.interactive.clicks`).
+            false-positive area, whichever is deeper; see :mod:`trackeval.benchmarks.imis.clicks`).
         first_click_fraction: the first click is drawn uniformly among this fraction of target pixels closest to
             the target centroid (original 0.5; 1.0 = anywhere in the target).
         box_jitter_px: each box coordinate moves by a uniform integer in ``[-j, j]`` pixels (original test: 0).
@@ -147,7 +150,7 @@ class IMISConfig(Section):
         model_timeout_s: live models only: the longest one ``predict`` call may take, in seconds (finite,
             > 0, at most :data:`MAX_MODEL_TIMEOUT_S`); a model that does not answer in time ends the run with an
             error naming the case, target and turn (its call is abandoned, see
-            :func:`trackeval.interactive.loop.call_model`). It cannot change a number, so, like the ``engine``
+            :func:`trackeval.benchmarks.imis.session.call_model`). It cannot change a number, so, like the ``engine``
             section, it is left out of results.json and of the config digest.
     """
 

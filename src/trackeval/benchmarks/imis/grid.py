@@ -31,7 +31,7 @@ def centre_indices(n_in: int, n_out: int) -> np.ndarray:
     in double precision (``np.add.accumulate`` adds sequentially, as PIL's loop does), truncated to an integer.
 
     Examples:
-        >>> from trackeval.io.imis_grid import centre_indices
+        >>> from trackeval.benchmarks.imis.grid import centre_indices
         >>> centre_indices(2, 5).tolist()  # centres 0.2, 0.6, 1.0, 1.4, 1.8
         [0, 0, 1, 1, 1]
         >>> centre_indices(3, 4).tolist()  # 0.375, 1.125, 1.875, 2.625 (torch "nearest" gives 0, 0, 1, 2)
@@ -52,7 +52,7 @@ def resize_nearest(array: np.ndarray, size: int) -> np.ndarray:
 
     Examples:
         >>> import numpy as np
-        >>> from trackeval.io.imis_grid import resize_nearest
+        >>> from trackeval.benchmarks.imis.grid import resize_nearest
         >>> resize_nearest(np.arange(9).reshape(3, 3), 4)
         array([[0, 1, 1, 2],
                [3, 4, 4, 5],

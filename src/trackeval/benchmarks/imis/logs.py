@@ -10,7 +10,7 @@ One line per answered turn::
 log's folder) holds the model's binarised answer: a 2D PNG (non-zero = foreground) or a ``.npy``/``.npz``
 (key ``mask``) array, bool/integer (non-zero) or float logits (``> 0``). Every line of a log shares one
 ``seed``. Verification re-derives each turn's prompt from the truth, the previous turn's mask and the logged
-seed (:class:`~trackeval.interactive.loop.PromptSchedule`) and rejects the log at the first turn whose prompt
+seed (:class:`~trackeval.benchmarks.imis.session.PromptSchedule`) and rejects the log at the first turn whose prompt
 differs, naming the case, target and turn.
 """
 
@@ -27,10 +27,10 @@ import numpy as np
 from PIL import Image, UnidentifiedImageError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from trackeval.benchmarks.imis_config import IMISConfig
+from trackeval.benchmarks.imis.config import IMISConfig
+from trackeval.benchmarks.imis.protocol import PROMPT_TYPES, ModelError, to_mask
+from trackeval.benchmarks.imis.session import PromptSchedule, Turn
 from trackeval.errors import InputError
-from trackeval.interactive.loop import PromptSchedule, Turn
-from trackeval.interactive.protocol import PROMPT_TYPES, ModelError, to_mask
 from trackeval.io.files import decode_text, read_bytes
 from trackeval.io.hashing import sha256_bytes, sha256_stream
 from trackeval.io.paths import resolve_inside

@@ -18,7 +18,7 @@ probabilities (foreground where ``> 0.5``) when the model declares ``score_type 
 attribute, default ``"logits"``).
 With ``imis.protocol: imis_bench`` the image, the coordinates and the output live on IMIS-Bench's
 ``imis.eval_size`` square grid (1024 x 1024); each answer is then also brought back to the label grid, where Dice
-is taken (:func:`trackeval.io.imis_grid.to_label_grid`: bilinear, then the threshold of its kind).
+is taken (:func:`trackeval.benchmarks.imis.grid.to_label_grid`: bilinear, then the threshold of its kind).
 """
 
 from __future__ import annotations

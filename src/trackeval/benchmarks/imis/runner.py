@@ -1,6 +1,6 @@
 """Reference runner: drive any protocol model through the IMIS protocol and write an interaction log.
 
-``python -m trackeval.interactive.runner --ground-truth DIR --model MODULE:FACTORY [--model-arg K=V]
+``python -m trackeval.benchmarks.imis.runner --ground-truth DIR --model MODULE:FACTORY [--model-arg K=V]
 --out LOG_DIR [--config params.yaml] [--set imis.seed=7]`` writes ``LOG_DIR/log.jsonl`` and the turn masks under
 ``LOG_DIR/masks/<case>/<target>/<prompt>_<turn>.png`` (``.npz`` for 3D). ``trackeval evaluate imis --predictions
 LOG_DIR/log.jsonl`` then verifies every click against the protocol and scores the log. Exit codes and one-line
@@ -15,14 +15,14 @@ from pathlib import Path
 
 from pydantic import ConfigDict
 
-from trackeval.benchmarks.imis_config import IMISConfig
+from trackeval.benchmarks.imis.cases import load_cases, read_case
+from trackeval.benchmarks.imis.config import IMISConfig
+from trackeval.benchmarks.imis.logs import log_lines
+from trackeval.benchmarks.imis.protocol import supported_prompts
+from trackeval.benchmarks.imis.session import interact_case, load_model, parse_model_args
 from trackeval.config import EvalConfig, parse_config
 from trackeval.errors import InputError, debug_from_env, report_failure
-from trackeval.interactive.logs import log_lines
-from trackeval.interactive.loop import interact_case, load_model, parse_model_args
-from trackeval.interactive.protocol import supported_prompts
 from trackeval.io.atomic import atomic_path
-from trackeval.io.imis import load_cases, read_case
 from trackeval.io.redact import redact
 
 LOG_NAME = "log.jsonl"
@@ -56,7 +56,9 @@ def write_log(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m trackeval.interactive.runner", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m trackeval.benchmarks.imis.runner", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--ground-truth", type=Path, required=True)
     parser.add_argument("--model", required=True, help="MODULE:FACTORY or an MLflow model URI")
     parser.add_argument("--model-arg", action="append", default=[], metavar="NAME=VALUE")

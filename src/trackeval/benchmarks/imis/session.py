@@ -1,9 +1,9 @@
 """The interaction loop: prompts derived turn by turn from truth + the previous mask, the model called, scored.
 
 :class:`PromptSchedule` is the single source of the protocol's prompts: the live loop (:func:`run_sequence`)
-and the offline log verifier (:mod:`trackeval.interactive.logs`) both ask it for turn ``t``'s prompt given the
+and the offline log verifier (:mod:`trackeval.benchmarks.imis.logs`) both ask it for turn ``t``'s prompt given the
 mask of turn ``t - 1``, so a log is accepted exactly when its clicks are the ones the live loop would send.
-Scoring the turns' masks is the IMIS adapter's (:func:`trackeval.benchmarks.imis.sequence_metrics`): the metric
+Scoring the turns' masks is the IMIS adapter's (:func:`trackeval.benchmarks.imis.scoring.sequence_metrics`): the metric
 keys belong to it.
 """
 
@@ -20,10 +20,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from trackeval.benchmarks.imis_config import IMISConfig
-from trackeval.errors import InputError
-from trackeval.interactive.clicks import bounding_box, error_click, first_click
-from trackeval.interactive.protocol import (
+from trackeval.benchmarks.imis.clicks import bounding_box, error_click, first_click
+from trackeval.benchmarks.imis.config import IMISConfig
+from trackeval.benchmarks.imis.grid import score_kind, to_label_grid
+from trackeval.benchmarks.imis.protocol import (
     PROMPT_TYPES,
     Click,
     InteractiveModel,
@@ -35,7 +35,7 @@ from trackeval.interactive.protocol import (
     text_prompt,
     to_mask,
 )
-from trackeval.io.imis_grid import score_kind, to_label_grid
+from trackeval.errors import InputError
 
 
 def turn_rng(seed: int, case_id: str, target: str, prompt_type: str, turn: int) -> np.random.Generator:
@@ -134,7 +134,7 @@ def run_sequence(
     """Drive ``model`` through ``cfg.max_clicks`` turns of one sequence.
 
     ``label_shape`` (``imis.protocol: imis_bench``): the label grid; each turn's answer is then also brought back
-    there (:attr:`Turn.label_mask`, :func:`trackeval.io.imis_grid.to_label_grid`). Every call goes through
+    there (:attr:`Turn.label_mask`, :func:`trackeval.benchmarks.imis.grid.to_label_grid`). Every call goes through
     :func:`call_model` (``cfg.model_timeout_s``). Raises :class:`ModelError` naming the case, target, prompt and
     turn when the model raises, hangs or answers with a wrong output (or declares a wrong ``score_type``).
     """
@@ -256,7 +256,7 @@ def load_model(spec: str, kwargs: tuple[tuple[str, str], ...] = ()) -> Interacti
     if not _takes_one_request(model):
         raise InputError(
             f"model {spec!r} ({type(model).__name__}) does not implement predict(request) "
-            "(see trackeval.interactive.protocol)",
+            "(see trackeval.benchmarks.imis.protocol)",
             field="--model",
         )
     return model

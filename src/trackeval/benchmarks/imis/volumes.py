@@ -20,7 +20,7 @@ Layouts (told from the files; ``--format`` forces one):
   (the challenge README's schematic, with the images directly in ``ses-0001/`` under ``rawdata/`` and a
   lower-case ``flair``, is read too); the target is ``lesion`` (mask > 0) on ``imis.volumes.channel``.
 
-Slicing protocol (:class:`~trackeval.benchmarks.imis_config.IMISVolumesConfig`): every volume is reoriented to
+Slicing protocol (:class:`~trackeval.benchmarks.imis.config.IMISVolumesConfig`): every volume is reoriented to
 RAS voxel order (nibabel's ``as_closest_canonical``: flips and axis swaps from the affine, no resampling) and cut
 across ``axis``; the slices that become images are chosen per structure (``largest`` area, or ``every``
 ``stride``-th slice with ``min_pixels``); the image is the channel volume windowed at its
@@ -45,7 +45,7 @@ from pathlib import Path
 import numpy as np
 from nibabel.orientations import apply_orientation, axcodes2ornt, io_orientation, ornt_transform
 
-from trackeval.benchmarks.imis_config import SLICE_AXES, IMISVolumesConfig
+from trackeval.benchmarks.imis.config import SLICE_AXES, IMISVolumesConfig
 from trackeval.errors import InputError
 from trackeval.io.files import open_regular, read_bytes
 from trackeval.io.hashing import sha256_bytes, sha256_files, sha256_text
