@@ -81,7 +81,7 @@ class EngineConfig(Section):
     existing cluster at ``scheduler``, e.g. ``tcp://host:8786`` from dask-jobqueue or Kubernetes; connecting
     gives up after ``scheduler_timeout_s`` seconds).
     ``start_method``: how ``processes`` starts its workers; ``auto`` forks the calling process on Linux when that
-    is safe (one thread, no torch loaded) and uses a fork server otherwise (see :mod:`trackeval.engine.executors`).
+    is safe (one thread, no torch loaded) and uses a fork server otherwise (see :mod:`trackeval.engine.pool`).
     ``cache``: reuse per-case results keyed by the case's identity, its input digests, the protocol config and the
     scoring code's identity, each entry verified on read (``--no-cache`` turns it off; see
     :mod:`trackeval.engine.cache`);
