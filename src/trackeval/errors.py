@@ -110,6 +110,12 @@ class OutputError(TrackevalError):
     """The outputs could not be written (read-only folder, disk full, a file where a folder should be)."""
 
 
+class TrackingError(TrackevalError):
+    """MLflow could not be reached or refused a call after the bounded retries. trackeval raises it through
+    :func:`trackeval.tracking.client.tracking_error`, which redacts the message (the URI's userinfo, credentials
+    quoted by MLflow's exception: :func:`~trackeval.io.redact.redact`)."""
+
+
 #: exit status of bad input (deliberate errors, unreadable paths, invalid data models) and of internal errors
 EXIT_BAD_INPUT = 2
 EXIT_INTERNAL = 1

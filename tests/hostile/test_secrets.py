@@ -276,7 +276,7 @@ def test_library_use_without_the_cli_is_redacted(evaluated, monkeypatch, caplog)
     """``trackeval.tracking.track.track_results`` called from Python (no CLI streams): the ``TrackingError`` and
     the log records are redacted at their source."""
     from trackeval.config import TrackingConfig
-    from trackeval.tracking.client import TrackingError
+    from trackeval.errors import TrackingError
     from trackeval.tracking.track import track_results
 
     _with_credentials(monkeypatch)

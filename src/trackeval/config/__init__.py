@@ -23,8 +23,9 @@ import yaml
 from pydantic import ValidationError
 
 from trackeval.config.base import BootstrapConfig, EngineConfig, Section
-from trackeval.config.gate import GateConfig, TrackingConfig
+from trackeval.config.gate import GateConfig
 from trackeval.config.loader import load_yaml
+from trackeval.config.tracking import TrackingConfig
 from trackeval.errors import ConfigError
 
 log = logging.getLogger(__name__)

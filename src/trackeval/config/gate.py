@@ -1,4 +1,4 @@
-"""Tracking (MLflow) and promotion-gate configuration: the ``tracking`` and ``gate`` sections of params.yaml.
+"""Promotion-gate configuration: the ``gate`` section of params.yaml.
 
 The gate compares a candidate model version with the ``champion`` alias on the same cases (see
 :mod:`trackeval.gate.decide`). Margins are in the units of each benchmark's primary metric (Dice, AP, AUROC:
@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 
-from trackeval.config.base import KEY_TOKEN, FiniteFloat, PositiveInt, Resamples, Section, Seed
+from trackeval.config.base import KEY_TOKEN, FiniteFloat, Resamples, Section, Seed
 
 Margin = Annotated[FiniteFloat, Field(ge=0.0)]
 
@@ -21,30 +21,6 @@ def _check_keys(v: dict[str, object], what: str) -> dict[str, object]:
         if not all(KEY_TOKEN.fullmatch(t) for t in key.split("/")):
             raise ValueError(f"{what} key {key!r} must be [a-z0-9_] tokens joined by '/'")
     return v
-
-
-class TrackingConfig(Section):
-    """Where and how results are logged to MLflow.
-
-    ``uri``: tracking (and registry) URI; ``MLFLOW_TRACKING_URI`` in the environment overrides it. The default
-    is the embedded SQLite store ``sqlite:///mlflow.db`` (relative to the working directory).
-    ``artifact_location``: local folder for artifacts of a new experiment on a non-HTTP store (a server
-    chooses its own). ``experiment``: experiment name. ``retries``: extra attempts per MLflow call after a
-    transient failure (server unreachable, 5xx, database locked), waiting ``backoff_s * 2**attempt`` seconds
-    in between; ``http_timeout_s``: per-request timeout (s) against a server (MLflow's own retries are off,
-    so the total wait stays bounded). ``lock_timeout_s``: how long ``track`` waits for the lock beside a local
-    (SQLite or file) store held by another ``track`` before giving up with an error. ``dvc_root``: folder searched
-    for ``data.dvc`` / ``dvc.lock``.
-    """
-
-    uri: str = "sqlite:///mlflow.db"
-    artifact_location: str = "mlartifacts"
-    experiment: str = "trackeval"
-    retries: Annotated[int, Field(ge=0, le=10)] = 3
-    backoff_s: Annotated[FiniteFloat, Field(ge=0.0)] = 0.5
-    http_timeout_s: PositiveInt = 10
-    lock_timeout_s: Annotated[FiniteFloat, Field(gt=0.0)] = 600.0
-    dvc_root: str = "."
 
 
 class GateConfig(Section):

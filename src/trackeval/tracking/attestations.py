@@ -24,9 +24,10 @@ from trackeval.attest import dsse
 from trackeval.attest.dsse import AttestationError
 from trackeval.attest.keys import Signer
 from trackeval.attest.statement import GateDecisionPredicate, read_predicate, statement
+from trackeval.errors import TrackingError
 from trackeval.gate.decide import Decision
 from trackeval.io.hashing import sha256_bytes
-from trackeval.tracking.client import Mlflow, TrackingError
+from trackeval.tracking.client import Mlflow
 from trackeval.tracking.tags import SIGNATURE_TAG, TAG
 
 #: the artifact names of a decision run's record and of its signed attestation

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from trackeval.config import TrackingConfig
-from trackeval.errors import InputError, TrackevalError
+from trackeval.errors import InputError, TrackingError
 from trackeval.io.redact import logger, redact, remember_uri, without_userinfo
 
 log = logger(__name__)
@@ -40,12 +40,10 @@ T = TypeVar("T")
 EXPERIMENT_KIND_TAG, EXPERIMENT_KIND = "mlflow.experimentKind", "custom_model_development"
 
 
-class TrackingError(TrackevalError):
-    """MLflow could not be reached or refused a call after the bounded retries. The message is redacted (the
-    URI's userinfo, credentials quoted by MLflow's exception: :func:`~trackeval.io.redact.redact`)."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(redact(message))
+def tracking_error(message: str) -> TrackingError:
+    """The :class:`~trackeval.errors.TrackingError` trackeval raises, its message redacted (the URI's userinfo,
+    credentials quoted by MLflow's exception: :func:`~trackeval.io.redact.redact`)."""
+    return TrackingError(redact(message))
 
 
 def error_code(exc: BaseException) -> str | None:
@@ -130,9 +128,9 @@ class Mlflow:
                     return fn(*args, **kwargs)
             except Exception as exc:  # noqa: BLE001 - classified below, re-raised as TrackingError
                 if not _transient(exc):
-                    raise TrackingError(f"MLflow refused {what} at {self.uri}: {_one_line(exc)}") from exc
+                    raise tracking_error(f"MLflow refused {what} at {self.uri}: {_one_line(exc)}") from exc
                 if attempt + 1 == attempts:
-                    raise TrackingError(
+                    raise tracking_error(
                         f"MLflow tracking at {self.uri} unavailable ({what}) after {attempts} attempt(s): "
                         f"{_one_line(exc)}"
                     ) from exc
@@ -357,7 +355,7 @@ def store_lock(uri: str, timeout_s: float) -> Iterator[Path | None]:
             log.warning("another trackeval process is writing to %s; waiting up to %gs for %s", uri, timeout_s, path)
             lock.acquire(timeout=timeout_s)
     except Timeout as exc:
-        raise TrackingError(
+        raise tracking_error(
             f"another trackeval process kept the tracking store {uri} locked for {timeout_s:g}s (lock {path}); "
             "wait for it to finish, then run the command again"
         ) from exc

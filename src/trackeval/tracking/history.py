@@ -17,8 +17,9 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from trackeval.attest.dsse import AttestationError
 from trackeval.attest.trail import History, HistoryCheck, HistoryEvent
+from trackeval.errors import TrackingError
 from trackeval.tracking.attestations import DecisionRecord, disagreement, predicate_of, read_record
-from trackeval.tracking.client import Mlflow, TrackingError, check_model_ref, error_code, quote
+from trackeval.tracking.client import Mlflow, check_model_ref, error_code, quote
 from trackeval.tracking.descriptions import REPLACED_BY_TAG
 from trackeval.tracking.model_registry import registered_aliases, registered_model, unknown_model
 from trackeval.tracking.tags import KIND_GATE, PROMOTED_TAG, TAG

@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from trackeval.errors import InputError
+from trackeval.errors import InputError, TrackingError
 from trackeval.io.redact import logger
-from trackeval.tracking.client import Mlflow, TrackingError, check_model_ref, error_code, quote
+from trackeval.tracking.client import Mlflow, check_model_ref, error_code, quote
 from trackeval.tracking.tags import EVAL_RUN_TAG, TAG, VERSION_TAG
 
 log = logger(__name__)

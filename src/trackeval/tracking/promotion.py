@@ -19,7 +19,7 @@ from trackeval.gate.decide import Decision, decide
 from trackeval.gate.policy import UnitPolicy
 from trackeval.io.redact import logger
 from trackeval.results import BenchmarkResult
-from trackeval.tracking.client import Mlflow, TrackingError, store_lock
+from trackeval.tracking.client import Mlflow, store_lock, tracking_error
 from trackeval.tracking.decision_runs import mark_promoted, record_decision
 from trackeval.tracking.evidence import version_evaluations
 from trackeval.tracking.model_registry import registered_aliases, registered_version_name, resolve_version, set_alias
@@ -152,7 +152,7 @@ def _promote(
         log.warning("%s@champion was set to %s by a concurrent promote against the same champion; gating version "
                     "%s again against it", name, after.get("champion"), cand_mv.version)  # fmt: skip
         ml.call("set_tag", ml.client.set_tag, run_id, PROMOTED_TAG, "overwritten")
-    raise TrackingError(
+    raise tracking_error(
         f"{name}@champion kept moving while version {cand_mv.version} was being gated ({PROMOTE_ROUNDS} decisions, "
         "all recorded); run `trackeval promote` again"
     )

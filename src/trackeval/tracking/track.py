@@ -57,6 +57,7 @@ from pathlib import Path
 from typing import Any
 
 from trackeval.config import TrackingConfig
+from trackeval.errors import TrackingError
 from trackeval.io.hashing import sha256_bytes
 from trackeval.io.redact import logger, redact
 from trackeval.io.results_folder import (
@@ -66,7 +67,7 @@ from trackeval.io.results_folder import (
     read_results_files,
 )
 from trackeval.results import BenchmarkResult, headline_metrics
-from trackeval.tracking.client import Mlflow, TrackingError, check_model_ref, quote, store_lock, tracking_uri
+from trackeval.tracking.client import Mlflow, check_model_ref, quote, store_lock, tracking_error, tracking_uri
 from trackeval.tracking.descriptions import mark_replaced
 from trackeval.tracking.lineage import dvc_data_digest, flatten, git_commit, idempotency_key
 from trackeval.tracking.logged_models import logged_model
@@ -522,7 +523,7 @@ def track_results(
                 out += [dataclasses.replace(t, aliases=withdrawn, replaced=marked.get(t.unit, "")) for t in tracked]
     except TrackingError as exc:
         where = " ".join(str(f) for f in folders)
-        raise TrackingError(
+        raise tracking_error(
             f"{exc}; the results stay on disk: run `trackeval track {where}` again to finish (it completes what "
             "is missing)"
         ) from exc

@@ -16,8 +16,9 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from trackeval.attest.dsse import AttestationError, short
+from trackeval.errors import TrackingError
 from trackeval.tracking.attestations import DecisionRecord, Vouched, pairs_param, read_record, vouch
-from trackeval.tracking.client import Mlflow, TrackingError, check_model_ref, error_code, quote
+from trackeval.tracking.client import Mlflow, check_model_ref, error_code, quote
 from trackeval.tracking.evidence import run_digest
 from trackeval.tracking.model_registry import (
     eval_runs,
