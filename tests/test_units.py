@@ -279,6 +279,7 @@ ALIASES = {
     "trackeval.benchmarks.imis_config": "trackeval.benchmarks.imis.config",
     "trackeval.benchmarks.umd_config": "trackeval.benchmarks.umd.config",
     "trackeval.benchmarks.mir3d_config": "trackeval.benchmarks.mir3d.config",
+    "trackeval.benchmarks.xray_config": "trackeval.benchmarks.xray.config",
 }
 
 
@@ -555,7 +556,13 @@ def test_the_former_runner_path_still_runs() -> None:
 
 @pytest.mark.parametrize(
     ("unit", "name"),
-    [("umd", "UMDConfig"), ("umd", "UMD_ORGANS"), ("mir3d", "Mir3dConfig"), ("imis", "IMISConfig")],
+    [
+        ("umd", "UMDConfig"),
+        ("umd", "UMD_ORGANS"),
+        ("mir3d", "Mir3dConfig"),
+        ("xray", "XRayConfig"),
+        ("imis", "IMISConfig"),
+    ],
 )
 def test_the_former_config_section_paths_are_deprecated_aliases(unit: str, name: str) -> None:
     """``trackeval.benchmarks.<unit>_config`` (the path the docs named before each unit became a package) forwards
