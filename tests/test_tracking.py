@@ -268,7 +268,7 @@ def test_crash_drawing_figures_logs_nothing_then_retrack_logs_once(store, evalua
         raise RuntimeError("figure backend crashed")
 
     with monkeypatch.context() as patch:  # undoes this patch only (monkeypatch.undo() would undo the fixtures' too)
-        patch.setattr("trackeval.report.figures.save_figures", crash)
+        patch.setattr("trackeval.tracking.track_logging.save_figures", crash)
         assert main(["track", str(folder), *sets]) == 1  # an internal error: one line, exit 1
     assert "RuntimeError: figure backend crashed" in capsys.readouterr().err
     assert _runs(client, "benchmark") == [] and _runs(client, "evaluation") == []

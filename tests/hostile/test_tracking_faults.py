@@ -260,7 +260,7 @@ def _unchanged_then_retrack_completes(cli, client, sets, replacing) -> None:
 
 @pytest.mark.parametrize(
     "target",
-    ["trackeval.report.figures.save_figures", "trackeval.report.html.result_report"],
+    ["trackeval.tracking.track_logging.save_figures", "trackeval.tracking.track_logging.result_report"],
     ids=["figure", "report"],
 )
 def test_drawing_fails_on_replace_registry_and_leaderboard_unchanged(cli, store, replacing, monkeypatch, target):

@@ -43,39 +43,35 @@ same evaluation; each then keeps the first run to have FINISHED with the key (ea
 every process agrees) and marks the others FAILED with ``trackeval.duplicate_of`` (create, then deduplicate; the
 registry version and the LoggedModel likewise, see :mod:`trackeval.tracking.model_registry` and
 :mod:`trackeval.tracking.logged_models`).
+
+By job: this module reads the folders and runs the use case; :mod:`trackeval.tracking.track_logging` writes the runs
+(tags, params, metrics, dataset, staged artifacts) and :mod:`trackeval.tracking.track_repair` settles duplicates,
+fails stale runs and completes what a unit is missing.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import tempfile
-import time
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from trackeval.config import TrackingConfig
-from trackeval.errors import TrackingError
+from trackeval.errors import InputError, TrackingError
 from trackeval.io.hashing import sha256_bytes
-from trackeval.io.redact import logger, redact
-from trackeval.io.results_folder import (
-    OUTPUT_FILES,
-    RESULTS_JSON,
-    output_bytes,
-    read_results_files,
-)
-from trackeval.results import BenchmarkResult, headline_metrics
-from trackeval.tracking.client import Mlflow, check_model_ref, quote, store_lock, tracking_error, tracking_uri
+from trackeval.io.results_folder import RESULTS_JSON, read_results_files
+from trackeval.tracking.client import Mlflow, check_model_ref, store_lock, tracking_error, tracking_uri
 from trackeval.tracking.descriptions import mark_replaced
-from trackeval.tracking.lineage import dvc_data_digest, flatten, git_commit, idempotency_key
+from trackeval.tracking.evidence import run_digest
+from trackeval.tracking.lineage import dvc_data_digest, git_commit, idempotency_key
 from trackeval.tracking.logged_models import logged_model
-from trackeval.tracking.model_registry import find_version, link_version
-from trackeval.tracking.tags import EVAL_RUN_TAG, KIND_BENCHMARK, KIND_PARENT, RESULTS_DIGEST_TAG, TAG
+from trackeval.tracking.model_registry import find_version
+from trackeval.tracking.tags import EVAL_RUN_TAG, TAG
+from trackeval.tracking.track_logging import FolderToTrack, log_children, parent_tags, stage_all
+from trackeval.tracking.track_repair import complete_units, demote, fail_stale, run_evidence_digest, settle
+from trackeval.tracking.verification import withdraw_replaced
 from trackeval.tracking.views import declared_primary, describe_version
-
-log = logger(__name__)
 
 
 @dataclass(frozen=True)
@@ -99,204 +95,28 @@ class Tracked:
     replaced: str = ""
 
 
-@dataclass(frozen=True)
-class _Evaluation:
-    """A verified results folder to track: its result (model filled in), the verified file bytes, its key and its
-    evidence digest (the sha256 of the results.json bytes, uploaded as they are)."""
-
-    folder: Path
-    result: BenchmarkResult
-    files: dict[str, bytes]
-    key: str
-    digest: str
-
-
-def _child_tags(result: BenchmarkResult, lineage: dict[str, str], parent_id: str) -> dict[str, str]:
-    from trackeval.gate.decide import audit_problems
-
-    return {
-        "mlflow.parentRunId": parent_id,
-        "mlflow.source.git.commit": lineage["git_commit"],
-        TAG + "kind": KIND_BENCHMARK,
-        TAG + "benchmark": result.benchmark,
-        TAG + "unit": result.unit,
-        TAG + "model_name": result.model.get("name", ""),
-        TAG + "model_version": result.model.get("version", ""),
-        TAG + "idempotency_key": idempotency_key(result),
-        TAG + "data_digest": result.data.digest,
-        TAG + "ground_truth_digest": result.data.ground_truth_digest,
-        TAG + "predictions_digest": result.data.predictions_digest,
-        TAG + "dvc_data_digest": lineage["dvc"] or result.data.ground_truth_digest,
-        TAG + "params_hash": result.config_digest,
-        TAG + "version": result.trackeval_version,
-        TAG + "protocol_version": f"{result.benchmark}/schema-{result.schema_version}",
-        TAG + "git_commit": lineage["git_commit"],
-        TAG + "leakage_audit": "fail" if audit_problems(result) else "pass",
-    }
-
-
-def _dataset(result: BenchmarkResult, folder: Path, digest: str) -> Any:
-    """The evaluated cases as an ``mlflow.data`` dataset entity (digest: the DVC / ground-truth digest)."""
-    import mlflow.data
-    import pandas as pd
-    from mlflow.entities import Dataset, DatasetInput, InputTag
-
-    frame = pd.DataFrame(
-        [{"case_id": c.case_id, "subject_id": c.subject_id, **c.groups, "status": c.status} for c in result.cases]
+def _read(folder: Path, model: dict[str, str] | None) -> FolderToTrack:
+    """Read and verify ``folder``; ``model`` fills in or overrides the model of results.json, whose name and
+    version must be ones MLflow can store and find (:func:`~trackeval.tracking.client.check_model_ref`)."""
+    verified = read_results_files(folder)
+    result = verified.result
+    if model:
+        result = result.model_copy(update={"model": {**result.model, **model}})
+    file = str(folder if folder.suffix == ".json" else folder / RESULTS_JSON)
+    for part in ("name", "version"):
+        check_model_ref(result.model.get(part, ""), part, file=file)
+    return FolderToTrack(
+        folder, result, verified.files, idempotency_key(result), sha256_bytes(verified.files[RESULTS_JSON])
     )
-    with warnings.catch_warnings():  # "source can be interpreted in multiple ways": both are local folders
-        warnings.simplefilter("ignore", UserWarning)
-        ds = mlflow.data.from_pandas(
-            frame, source=str(folder.resolve()), name=f"{result.unit.replace('/', '-')}-cases", digest=digest
-        )
-    entity = Dataset(**ds.to_dict())
-    return DatasetInput(entity, tags=[InputTag("mlflow.data.context", "eval")])
 
 
-def _stage_artifacts(result: BenchmarkResult, files: dict[str, bytes], staging: Path) -> None:
-    """results.json / metrics.json / cases.parquet (the verified bytes read from the folder, or rebuilt from the
-    result for a lone results.json), figures, report. Nothing is read from the folder again: what was verified
-    is what is uploaded."""
-    from trackeval.report.figures import save_figures
-    from trackeval.report.html import result_report
-
-    if len(files) < len(OUTPUT_FILES):  # a lone results.json: the other two derived as evaluate writes them
-        files = {**output_bytes(result), **files}
-    for name, data in files.items():
-        (staging / name).write_bytes(data)
-    figures = save_figures(result, staging / "figures")
-    (staging / "report.html").write_text(result_report(result, figures), encoding="utf-8")
-
-
-def _linked_metrics(result: BenchmarkResult, model_id: str, keys: set[str] | None = None) -> list[Any]:
-    """``result``'s flat metrics (only ``keys`` when given) as MLflow metrics; the headline ones are linked to the
-    LoggedModel ``model_id`` and to the unit's evaluation set (name = unit, digest = the ground-truth digest),
-    which is what the Models tab and ``search_logged_models`` rank by."""
-    from mlflow.entities import Metric
-
-    now = int(time.time() * 1000)
-    heads = headline_metrics(result)
-    linked = {"model_id": model_id, "dataset_name": result.unit, "dataset_digest": result.data.ground_truth_digest[:36]}
-    return [
-        Metric(k, v, now, 0, **(linked if k in heads else {}))
-        for k, v in result.flat_metrics().items()
-        if keys is None or k in keys
-    ]
-
-
-def _stage_all(stack: contextlib.ExitStack, evaluations: list[_Evaluation]) -> dict[str, Path]:
-    """``{key: folder}``: the artifacts of every evaluation staged (figures drawn, report written) in temporary
-    folders that live as long as ``stack``, before anything is written to MLflow."""
-    staged = {}
-    for ev in evaluations:
-        folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="trackeval-artifacts-")))
-        _stage_artifacts(ev.result, ev.files, folder)
-        staged[ev.key] = folder
-    return staged
-
-
-def _log_children(
-    ml: Mlflow,
-    todo: list[_Evaluation],
-    lineage: dict[str, str],
-    parent_id: str,
-    model_id: str,
-    staged: dict[str, Path],
-) -> set[str]:
-    """The evaluation runs of ``todo`` (artifacts from ``staged``); returns their ids. Each run gets its params,
-    the metrics that are not headline ones, its dataset and its files; only when every run has its files are the
-    headline metrics logged (linked to the LoggedModel ``model_id``, which is what the leaderboard shows), and the
-    runs set FINISHED on leaving (FAILED on any error: nothing the leaderboard or the registry reads changed)."""
-    from mlflow.entities import Param
-
-    ids: dict[str, str] = {}
-    with contextlib.ExitStack() as open_runs:
-        for ev in todo:
-            result = ev.result
-            tags = {**_child_tags(result, lineage, parent_id), RESULTS_DIGEST_TAG: ev.digest}
-            name = f"{result.unit} {result.model['name']}/{result.model['version']}"
-            run_id = open_runs.enter_context(ml.run(name, tags))
-            config = flatten({"benchmark": result.benchmark, **result.config})
-            params = [Param(k, redact(v)) for k, v in config.items()]
-            heads = headline_metrics(result)
-            others = [m for m in _linked_metrics(result, model_id) if m.key not in heads]
-            ml.call("log_batch", ml.client.log_batch, run_id, metrics=others, params=params)
-            digest = (lineage["dvc"] or result.data.ground_truth_digest)[:36]
-            ml.call("log_inputs", ml.client.log_inputs, run_id, datasets=[_dataset(result, ev.folder, digest)])
-            ml.call("log_artifacts", ml.client.log_artifacts, run_id, str(staged[ev.key]))
-            ids[ev.key] = run_id
-        for ev in todo:  # last: the numbers the leaderboard and the Models tab read
-            _log_batches(ml, ids[ev.key], _linked_metrics(ev.result, model_id, set(headline_metrics(ev.result))))
-    return set(ids.values())
-
-
-def _log_batches(ml: Mlflow, run_id: str, metrics: list[Any]) -> None:
-    for i in range(0, len(metrics), 1000):  # MLflow's log_batch limit
-        ml.call("log_batch", ml.client.log_batch, run_id, metrics=metrics[i : i + 1000])
-
-
-def _settle(ml: Mlflow, key: str, digest: str) -> Any | None:
-    """The FINISHED evaluation run of ``key`` holding the results of evidence digest ``digest`` (None if there is
-    none; a run of the same key with other results, e.g. written by another trackeval version, is another
-    evaluation and is left alone). When there are several (two processes logged it at the same time on a server
-    store), the first to have finished is kept (earliest end time, then run id: every process picks the same one)
-    and the others are marked FAILED with ``trackeval.duplicate_of``."""
-    runs = ml.search(f"tags.`{TAG}idempotency_key` = {quote(key)} and attributes.status = 'FINISHED'")
-    runs = [r for r in runs if _run_digest(ml, r) in (digest, None)]
-    if not runs:
-        return None
-    winner = min(runs, key=lambda r: (r.info.end_time or 0, r.info.run_id))
-    for run in runs:
-        if run.info.run_id != winner.info.run_id:
-            _demote(ml, run.info.run_id, winner.info.run_id)
-    return winner
-
-
-def _run_digest(ml: Mlflow, run: Any) -> str | None:
-    """The evidence digest of an evaluation run: its ``trackeval.results_digest`` tag, else (a run tracked before
-    the tag existed) the sha256 of its results.json artifact; None when that cannot be read."""
-    from trackeval.tracking.evidence import run_digest
-
-    tagged = run.data.tags.get(RESULTS_DIGEST_TAG)
-    if tagged:
-        return str(tagged)
-    try:
-        return run_digest(ml, run.info.run_id)
-    except (TrackingError, OSError):
-        return None
-
-
-def _demote(ml: Mlflow, run_id: str, winner_id: str) -> None:
-    log.warning("run %s duplicates run %s (logged at the same time); marking it FAILED", run_id, winner_id)
-    ml.call("set_tag", ml.client.set_tag, run_id, TAG + "duplicate_of", winner_id)
-    ml.call("set_terminated", ml.client.set_terminated, run_id, "FAILED")
-
-
-def _fail_stale(ml: Mlflow, model_name: str, model_version: str, keep: set[str]) -> None:
-    """Runs of this model version still RUNNING (a killed process or server) are ended FAILED, except ``keep``
-    (parents of FINISHED evaluations: the repair finishes them)."""
-    stale = ml.search(
-        f"tags.`{TAG}model_name` = {quote(model_name)} and tags.`{TAG}model_version` = {quote(model_version)} "
-        "and attributes.status = 'RUNNING'"
-    )
-    for run in stale:
-        if run.info.run_id in keep:
-            continue
-        log.warning("run %s was left RUNNING by an interrupted track; marking it FAILED", run.info.run_id)
-        ml.call("set_tag", ml.client.set_tag, run.info.run_id, TAG + "failure", "interrupted; superseded")
-        ml.call("set_terminated", ml.client.set_terminated, run.info.run_id, "FAILED")
-
-
-def _check_repoint(ml: Mlflow, name: str, version: str, evaluations: list[_Evaluation], replace: bool) -> Any | None:
+def _check_repoint(ml: Mlflow, name: str, version: str, evaluations: list[FolderToTrack], replace: bool) -> Any | None:
     """Refuse (unless ``replace``) to point a version's ``eval_run.<unit>`` tag away from an evaluation with other
     results: a different ground truth (truth files, manifest, case set), or any other results.json (another
     evidence digest), would silently change what the version, and any gate decision and alias resting on it,
     stands for. Identical results pass (re-tracking is idempotent). Nothing is deleted either way: the previous
     evaluation run stays, and the new one records it in ``trackeval.replaces``. Returns the registered version as
     it was (None: not registered yet)."""
-    from trackeval.errors import InputError
-    from trackeval.tracking.model_registry import find_version
-
     mv = find_version(ml, name, version)
     if mv is None:
         return None
@@ -316,7 +136,7 @@ def _check_repoint(ml: Mlflow, name: str, version: str, evaluations: list[_Evalu
                 file=str(ev.folder / RESULTS_JSON),
                 field="ground_truth_digest",
             )
-        held = _run_digest(ml, run)
+        held = run_evidence_digest(ml, run)
         if held and held != ev.digest and not replace:
             raise InputError(
                 f"{name}/{version} (registered version {mv.version}) already has other results for {result.unit}: "
@@ -333,10 +153,6 @@ def _check_repoint(ml: Mlflow, name: str, version: str, evaluations: list[_Evalu
 def _withdraw(ml: Mlflow, name: str, version: str, before: Any) -> list[str]:
     """After tracking: when an ``eval_run.<unit>`` tag of registered version ``before`` (as it was) now points at
     other results (``--replace``), withdraw the aliases that rested on its old evidence; returns what moved."""
-    from trackeval.tracking.evidence import run_digest
-    from trackeval.tracking.model_registry import find_version
-    from trackeval.tracking.verification import withdraw_replaced
-
     runs_before = {k: v for k, v in before.tags.items() if k.startswith(EVAL_RUN_TAG)}
     after = find_version(ml, name, version)
     runs_after = {} if after is None else {k: v for k, v in after.tags.items() if k.startswith(EVAL_RUN_TAG)}
@@ -349,95 +165,30 @@ def _withdraw(ml: Mlflow, name: str, version: str, before: Any) -> list[str]:
     return withdraw_replaced(ml, name, str(before.version), old)
 
 
-def _read(folder: Path, model: dict[str, str] | None) -> _Evaluation:
-    """Read and verify ``folder``; ``model`` fills in or overrides the model of results.json, whose name and
-    version must be ones MLflow can store and find (:func:`~trackeval.tracking.client.check_model_ref`)."""
-    verified = read_results_files(folder)
-    result = verified.result
-    if model:
-        result = result.model_copy(update={"model": {**result.model, **model}})
-    file = str(folder if folder.suffix == ".json" else folder / RESULTS_JSON)
-    for part in ("name", "version"):
-        check_model_ref(result.model.get(part, ""), part, file=file)
-    return _Evaluation(
-        folder, result, verified.files, idempotency_key(result), sha256_bytes(verified.files[RESULTS_JSON])
-    )
-
-
-def _complete(
-    ml: Mlflow, name: str, version: str, runs: dict[str, Any], evaluations: list[_Evaluation], model_id: str, new: bool
-) -> list[str]:
-    """Do what is missing of each evaluation's unit after its run FINISHED (``runs``: key -> that run): the
-    headline metrics on its parent run and on the LoggedModel, the registered version, its ``eval_run`` tags and
-    the ``challenger`` alias (``new``). Returns the steps done ([] when nothing was missing)."""
-    done = []
-    model = ml.call("get_logged_model", ml.client.get_logged_model, model_id)
-    on_model = {(m.key, m.run_id) for m in model.metrics or []}
-    by_parent: dict[str, dict[str, float]] = {}
-    for ev in evaluations:
-        run_id = runs[ev.key].info.run_id
-        heads = headline_metrics(ev.result)
-        missing = {k for k in heads if (k, run_id) not in on_model}
-        if missing:
-            _log_batches(ml, run_id, _linked_metrics(ev.result, model_id, missing))
-            done.append(f"{ev.result.unit} metrics on LoggedModel {model_id}")
-        by_parent.setdefault(runs[ev.key].data.tags.get("mlflow.parentRunId", ""), {}).update(heads)
-    by_parent.pop("", None)  # an evaluation run without a parent (logged by hand): nothing to complete there
-    for parent_id, heads in sorted(by_parent.items()):
-        logged = ml.call("get_run", ml.client.get_run, parent_id).data.metrics
-        missing = {k: v for k, v in heads.items() if logged.get(k) != v}
-        if missing:
-            _log_headlines(ml, parent_id, missing)
-            done.append(f"headline metrics on parent run {parent_id}")
-    source = next(iter(by_parent), None) or next(iter(runs.values())).info.run_id
-    children = {ev.result.unit: runs[ev.key].info.run_id for ev in evaluations}
-    _, linked = link_version(ml, name, version, source, children, model_id=model_id, new=new)
-    return done + linked
-
-
-def _log_headlines(ml: Mlflow, parent_id: str, heads: dict[str, float]) -> None:
-    """Headline metrics (with CIs) on the version's parent run too, so that selecting two versions in the MLflow
-    runs table compares something."""
-    from mlflow.entities import Metric
-
-    now = int(time.time() * 1000)
-    _log_batches(ml, parent_id, [Metric(k, v, now, 0) for k, v in sorted(heads.items())])
-
-
-def _parent_tags(name: str, version: str, lineage: dict[str, str]) -> dict[str, str]:
-    return {
-        TAG + "kind": KIND_PARENT,
-        TAG + "model_name": name,
-        TAG + "model_version": version,
-        TAG + "git_commit": lineage["git_commit"],
-        "mlflow.source.git.commit": lineage["git_commit"],
-    }
-
-
 def _track_version(
-    ml: Mlflow, name: str, version: str, evaluations: list[_Evaluation], lineage: dict[str, str]
+    ml: Mlflow, name: str, version: str, evaluations: list[FolderToTrack], lineage: dict[str, str]
 ) -> list[Tracked]:
     """Track the evaluations of one model version: draw the figures and reports of those without a FINISHED run,
-    log them under a new parent run, then complete every unit (:func:`_complete`: the registry tags last) and
+    log them under a new parent run, then complete every unit (:func:`complete_units`: the registry tags last) and
     finish the parents of units found incomplete."""
-    runs = {ev.key: run for ev in evaluations if (run := _settle(ml, ev.key, ev.digest)) is not None}
+    runs = {ev.key: run for ev in evaluations if (run := settle(ml, ev.key, ev.digest)) is not None}
     parents = {r.data.tags.get("mlflow.parentRunId", "") for r in runs.values()} - {""}
     incomplete = [p for p in sorted(parents) if ml.call("get_run", ml.client.get_run, p).info.status != "FINISHED"]
     todo = [ev for ev in evaluations if ev.key not in runs]
     with contextlib.ExitStack() as staging:
-        staged = _stage_all(staging, todo)  # first: a figure that cannot be drawn leaves every run as it was
-        _fail_stale(ml, name, version, keep=set(incomplete))
+        staged = stage_all(staging, todo)  # first: a figure that cannot be drawn leaves every run as it was
+        fail_stale(ml, name, version, keep=set(incomplete))
         if todo:
             parent_id, mine, done = _log_new(ml, name, version, todo, evaluations, runs, lineage, staged)
     if todo:
         winners = {runs[ev.key].info.run_id for ev in todo}
         if not winners & mine:  # another process logged all of them at the same time: this parent is a duplicate
-            _demote(ml, parent_id, runs[todo[0].key].data.tags.get("mlflow.parentRunId", ""))
+            demote(ml, parent_id, runs[todo[0].key].data.tags.get("mlflow.parentRunId", ""))
     else:
         source = min(parents, default=runs[evaluations[0].key].info.run_id)  # used only if it must be created
         model_id = logged_model(ml, name, version, source)
         mine = set()
-        done = _complete(ml, name, version, runs, evaluations, model_id, new=bool(incomplete))
+        done = complete_units(ml, name, version, runs, evaluations, model_id, new=bool(incomplete))
     for parent_id in incomplete:  # last: a FINISHED parent marks its units complete
         ml.call("set_terminated", ml.client.set_terminated, parent_id, "FINISHED")
         done.append(f"parent run {parent_id} finished")
@@ -448,27 +199,27 @@ def _log_new(
     ml: Mlflow,
     name: str,
     version: str,
-    todo: list[_Evaluation],
-    evaluations: list[_Evaluation],
+    todo: list[FolderToTrack],
+    evaluations: list[FolderToTrack],
     runs: dict[str, Any],
     lineage: dict[str, str],
     staged: dict[str, Path],
 ) -> tuple[str, set[str], list[str]]:
     """Log the evaluations ``todo`` (artifacts from ``staged``) under a new parent run of the version, settle each
     of them into ``runs`` (key -> run: this process's, or a concurrent writer's that won), then complete every
-    unit of ``evaluations`` (:func:`_complete`, ``new``). Returns the parent run id, the ids of the runs logged
+    unit of ``evaluations`` (:func:`complete_units`, ``new``). Returns the parent run id, the ids of the runs logged
     here and the steps done."""
-    with ml.run(f"{name}/{version}", _parent_tags(name, version, lineage)) as parent_id:
+    with ml.run(f"{name}/{version}", parent_tags(name, version, lineage)) as parent_id:
         model_id = logged_model(ml, name, version, parent_id)
-        mine = _log_children(ml, todo, lineage, parent_id, model_id, staged)
+        mine = log_children(ml, todo, lineage, parent_id, model_id, staged)
         for ev in todo:
-            runs[ev.key] = _settle(ml, ev.key, ev.digest)
-        done = _complete(ml, name, version, runs, evaluations, model_id, new=True)
+            runs[ev.key] = settle(ml, ev.key, ev.digest)
+        done = complete_units(ml, name, version, runs, evaluations, model_id, new=True)
     return parent_id, mine, done
 
 
 def _outcomes(
-    evaluations: list[_Evaluation], label: str, runs: dict[str, Any], mine: set[str], done: list[str]
+    evaluations: list[FolderToTrack], label: str, runs: dict[str, Any], mine: set[str], done: list[str]
 ) -> list[Tracked]:
     """One :class:`Tracked` per evaluation, in order, for model ``label`` (``name/version``): logged when its run
     (``runs``: key -> run) is one of ``mine``, else found, with the steps ``done`` as its repairs."""
@@ -505,7 +256,7 @@ def track_results(
         TrackingError: MLflow failed; the results stay on disk and running ``track`` again completes the work.
     """
     evaluations = [_read(folder, model) for folder in folders]
-    by_model: dict[tuple[str, str], list[_Evaluation]] = {}
+    by_model: dict[tuple[str, str], list[FolderToTrack]] = {}
     for ev in evaluations:
         by_model.setdefault((ev.result.model["name"], ev.result.model["version"]), []).append(ev)
     root = Path(cfg.dvc_root)
