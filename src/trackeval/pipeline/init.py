@@ -37,6 +37,8 @@ from typing import Any
 import yaml
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from trackeval._version import __version__
+from trackeval.api import load_config
 from trackeval.config.loader import load_yaml
 from trackeval.errors import ConfigError, InputError, TrackevalError
 from trackeval.io.atomic import write_files
@@ -53,6 +55,7 @@ from trackeval.pipeline.yaml_text import (
     parse,
     plain,
 )
+from trackeval.registry import unit
 
 #: the trackeval stages' names in dvc.yaml (``trackeval_evaluate_<evaluation>`` besides these two)
 TRACK_STAGE, GATE_STAGE = "trackeval_track", "trackeval_gate"
@@ -84,8 +87,6 @@ class Plan:
 
 def plan(units: list[str], model: str, versions: list[str]) -> Plan:
     """The :class:`Plan` for ``units`` (registered benchmark units; ``ConfigError`` naming an unknown one)."""
-    from trackeval.registry import unit
-
     if not re.fullmatch(r"[A-Za-z0-9_.-]+", model):
         raise ConfigError(f"--model {model!r}: use letters, digits, '_', '.' and '-'")
     if len(versions) < 1 or len(set(versions)) != len(versions):
@@ -98,8 +99,6 @@ def plan(units: list[str], model: str, versions: list[str]) -> Plan:
 def _inputs(evaluation: str, unit_name: str) -> dict[str, str]:
     """The evaluation's inputs as params.yaml holds them: the unit's required path inputs at ``data/<evaluation>``
     (ground truth) and ``predictions/{version}/<evaluation>`` (what the repository's predict stage writes)."""
-    from trackeval.registry import unit
-
     fields = unit(unit_name).inputs.model_fields
     out = {}
     for name, info in fields.items():
@@ -114,8 +113,6 @@ def _inputs(evaluation: str, unit_name: str) -> dict[str, str]:
 
 def _stages(p: Plan) -> dict[str, Any]:
     """The trackeval stages of dvc.yaml (DVC's ``foreach``/``${item}`` syntax)."""
-    from trackeval.registry import unit
-
     stages: dict[str, Any] = {}
     for evaluation, unit_name in p.evaluations.items():
         deps = [v.replace("{version}", "${item}") for v in _inputs(evaluation, unit_name).values()]
@@ -309,8 +306,6 @@ def _verify(new: str, name: str, expect: dict[str, Any], keys: list[str], *, tra
 def _plots(p: Plan) -> list[dict[str, Any]]:
     """One DVC plot per evaluation whose first declared plot has a trackeval template: every version's
     ``plot.csv`` on one chart, with its CIs (:data:`PLOT_TEMPLATES`)."""
-    from trackeval.registry import unit
-
     out = []
     for evaluation, unit_name in p.evaluations.items():
         plots = unit(unit_name).plots
@@ -337,9 +332,6 @@ def _templates(root: Path, force: bool) -> list[_Edit]:
 
 def _default_sections(p: Plan) -> dict[str, Any]:
     """``pipeline`` for the plan, then the shared and the units' config sections with their defaults."""
-    from trackeval.api import load_config
-    from trackeval.registry import unit
-
     defaults = load_config().model_dump(mode="json")
     evaluations = {e: {"unit": u, "inputs": _inputs(e, u)} for e, u in p.evaluations.items()}
     out: dict[str, Any] = {
@@ -403,8 +395,6 @@ def _gitignore(root: Path) -> _Edit:
 
 
 def _workflow_text(p: Plan) -> str:
-    from trackeval._version import __version__
-
     return f"""# trackeval's stages in CI (trackeval init): dvc repro, then the gate's verdict for the candidate.
 name: trackeval
 on: [pull_request, push]

@@ -13,9 +13,25 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from trackeval.api import evaluate as evaluate_unit
+from trackeval.api import unit_outputs, verify
 from trackeval.config import EvalConfig
 from trackeval.errors import ConfigError, InputError
+from trackeval.io.atomic import atomic_path
+from trackeval.io.escape import escape_csv
+from trackeval.io.redact import redact_uri
+from trackeval.io.results_folder import metrics_file, write_extra_outputs, write_outputs
+from trackeval.plotdata import POOLED, plot_rows, reader_point_rows
 from trackeval.registry import unit
+from trackeval.report.comparison import print_decision
+from trackeval.report.console import print_summary
+from trackeval.results import headline_metrics
+from trackeval.tracking.client import Mlflow, tracking_uri
+from trackeval.tracking.gatekeeper import Gate
+from trackeval.tracking.logged_models import logged_model
+from trackeval.tracking.model_registry import create_version, find_version, resolve_version
+from trackeval.tracking.tags import TAG, VERSION_TAG
+from trackeval.tracking.track import track_results
 
 if TYPE_CHECKING:  # params imports the network spec (torch); the CLI parser must stay light
     from collections.abc import Sequence
@@ -67,9 +83,6 @@ def write_plot(path: Path, rows: list[dict[str, object]]) -> None:
     """A CSV with a header (empty file when there are no rows); floats with 6 decimals, None as empty; texts
     (case ids, subject ids, group values) through :func:`~trackeval.io.escape.escape_csv`, so a spreadsheet never
     evaluates one as a formula; written atomically (a failure leaves the previous file, never a truncated one)."""
-    from trackeval.io.atomic import atomic_path
-    from trackeval.io.escape import escape_csv
-
     with atomic_path(path) as tmp, open(tmp, "w", newline="", encoding="utf-8") as f:
         if not rows:
             return
@@ -101,11 +114,6 @@ def evaluate(name: str, version: str, layout: WorkLayout, cfg: EvalConfig, param
     """Evaluate one pipeline evaluation for one version (:func:`trackeval.evaluate`), write its outputs (and the
     unit's extra files, :func:`trackeval.api.unit_outputs`) and its ``plot.csv`` (the unit's first declared
     plot)."""
-    from trackeval.api import evaluate as evaluate_unit
-    from trackeval.api import unit_outputs
-    from trackeval.io.results_folder import write_extra_outputs, write_outputs
-    from trackeval.report.console import print_summary
-
     params.version(version)
     evaluation = params.evaluation(name)
     model = {"name": params.model_name, "version": version}
@@ -132,8 +140,6 @@ def write_plots(out: Path, result: BenchmarkResult) -> None:
     plot in ``plots/`` (rows computed once each). In ``plots/``, curves pooled over items (PR, reliability) keep
     only the pooled curve, one line per file and version; a result with human readers adds their ROC points
     (:data:`READERS_CSV`)."""
-    from trackeval.plotdata import POOLED, plot_rows, reader_point_rows
-
     folder = out / PLOTS_DIR
     folder.mkdir(parents=True, exist_ok=True)
     if not result.plots:
@@ -151,10 +157,6 @@ def write_plots(out: Path, result: BenchmarkResult) -> None:
 
 def write_headline(path: Path, result: BenchmarkResult) -> None:
     """``headline.json``: the headline subset of metrics.json (same keys and rounded values), written atomically."""
-    from trackeval.io.atomic import atomic_path
-    from trackeval.io.results_folder import metrics_file
-    from trackeval.results import headline_metrics
-
     flat = metrics_file(result)  # the same rounding as metrics.json
     headline = {k: flat[k] for k in headline_metrics(result)}
     with atomic_path(path) as tmp:
@@ -166,11 +168,6 @@ def register_version(cfg: EvalConfig, name: str, version: str, model_dir: Path) 
     ``model`` run and as an MLflow 3 LoggedModel, and register that (``models:/<model_id>``) as a version of
     ``name`` tagged ``trackeval.model_version=<version>``; once per version (an existing one is returned as is).
     Returns the registry version number."""
-    from trackeval.tracking.client import Mlflow
-    from trackeval.tracking.logged_models import logged_model
-    from trackeval.tracking.model_registry import create_version, find_version
-    from trackeval.tracking.tags import TAG
-
     ml = Mlflow(cfg.tracking)
     mv = find_version(ml, name, version)
     if mv is not None:
@@ -187,10 +184,6 @@ def track(layout: WorkLayout, cfg: EvalConfig, params: PipelineParams) -> dict[s
     registers the version from its evaluations alone), log its evaluations (``trackeval track``) and link them to
     the registered version; writes ``tracked.json`` (``{version: {"registry_version", <evaluation>: idempotency
     key}}``: the same on every machine, so the committed dvc.lock stays valid; run ids are printed)."""
-    from trackeval.io.redact import redact_uri
-    from trackeval.tracking.client import Mlflow, tracking_uri
-    from trackeval.tracking.track import track_results
-
     out: dict[str, dict[str, str]] = {}
     for version in params.versions:
         entry = {}
@@ -215,9 +208,6 @@ def gate(layout: WorkLayout, cfg: EvalConfig, params: PipelineParams) -> dict[st
     far, and the registry's aliases are set to that outcome (:func:`~trackeval.tracking.promotion.reconcile`),
     so the registry, ``verdict.json`` (``{version: {verdict, reasons, decision_run}, "champion"}``) and what is
     printed never disagree, even after a revert. A failed gate is a result, not an error."""
-    from trackeval.report.comparison import print_decision
-    from trackeval.tracking.gatekeeper import Gate
-
     decisions, champion = Gate.from_config(cfg).reconcile(params.model_name, list(params.versions))
     out: dict[str, object] = {}
     for version, decision, run_id in decisions:
@@ -230,8 +220,6 @@ def gate(layout: WorkLayout, cfg: EvalConfig, params: PipelineParams) -> dict[st
 
 def write_verdict(path: Path, verdict: dict[str, object]) -> None:
     """``verdict.json``, written atomically."""
-    from trackeval.io.atomic import atomic_path
-
     with atomic_path(path) as tmp:
         tmp.write_text(json.dumps(verdict, indent=1, sort_keys=True) + "\n", encoding="utf-8")
 
@@ -239,8 +227,6 @@ def write_verdict(path: Path, verdict: dict[str, object]) -> None:
 def registry_status(cfg: EvalConfig, params: PipelineParams, trusted_keys: Sequence[str] = ()) -> list[AliasStatus]:
     """``trackeval verify`` for the pipeline's model, with ``gate.trusted_keys`` and ``trusted_keys`` (public key
     files): one status per alias ([] when the model is not registered yet)."""
-    from trackeval.api import verify
-
     try:
         return verify(params.model_name, config=cfg, trusted_keys=trusted_keys)
     except InputError as exc:
@@ -252,10 +238,6 @@ def registry_status(cfg: EvalConfig, params: PipelineParams, trusted_keys: Seque
 def registry_verdict(cfg: EvalConfig, params: PipelineParams) -> tuple[dict[str, tuple[str, str]], str | None]:
     """What the MLflow registry says now: ``{version: (gate verdict, reason)}`` (the version's
     ``trackeval.gate.*`` tags) and the ``@champion``'s version."""
-    from trackeval.tracking.client import Mlflow
-    from trackeval.tracking.model_registry import find_version, resolve_version
-    from trackeval.tracking.tags import TAG, VERSION_TAG
-
     ml = Mlflow(cfg.tracking)
     name = params.model_name
     verdicts = {}
