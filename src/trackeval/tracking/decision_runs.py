@@ -20,6 +20,8 @@ from trackeval.errors import InputError
 from trackeval.gate.decide import Decision, decide
 from trackeval.gate.policy import UnitPolicy, metric_facts
 from trackeval.registry import metric_info
+from trackeval.report.comparison import decision_markdown
+from trackeval.report.html import decision_report
 from trackeval.results import sha256_text
 from trackeval.tracking.attestations import (
     DECISION_JSON,
@@ -145,9 +147,6 @@ def _decision_metrics(decision: Decision) -> dict[str, float]:
 def _log_decision_artifacts(ml: Mlflow, run_id: str, decision: Decision) -> None:
     """Log ``decision.json``, ``decision.md`` and ``decision.html`` (the decision as data, markdown and an HTML
     report) as the artifacts of run ``run_id``."""
-    from trackeval.report.comparison import decision_markdown
-    from trackeval.report.html import decision_report
-
     with tempfile.TemporaryDirectory(prefix="trackeval-gate-") as tmp:
         Path(tmp, DECISION_JSON).write_bytes(decision_bytes(decision))
         Path(tmp, "decision.md").write_text(decision_markdown(decision), encoding="utf-8")

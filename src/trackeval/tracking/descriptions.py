@@ -31,6 +31,7 @@ from urllib.parse import quote as url_quote
 from trackeval.gate.decide import Decision
 from trackeval.io.escape import escape_markdown
 from trackeval.report.checks import failed_checks, gate_summary, short_check
+from trackeval.tracking.attestations import read_record
 from trackeval.tracking.client import Mlflow, quote
 from trackeval.tracking.model_registry import eval_runs, find_version, registered_version_name
 from trackeval.tracking.tags import KIND_GATE, TAG
@@ -152,8 +153,6 @@ def describe_decision(ml: Mlflow, run_id: str, decision: Decision, cand_mv: Any,
 def decision_summary(ml: Mlflow, run: Any) -> str:
     """The ``trackeval.gate.summary`` of decision run ``run``, or, for a decision recorded before the tag, the
     same computed from its ``decision.json`` (its verdict tag alone when that cannot be read)."""
-    from trackeval.tracking.attestations import read_record
-
     summary = run.data.tags.get(SUMMARY_TAG)
     if summary:
         return str(summary)

@@ -15,6 +15,8 @@ from trackeval.errors import InputError
 from trackeval.gate.policy import UnitPolicy
 from trackeval.report.leaderboard_table import Cell, Leaderboard, Row
 from trackeval.tracking.client import Mlflow, quote
+from trackeval.tracking.descriptions import decision_summary
+from trackeval.tracking.missing import run_missing
 from trackeval.tracking.model_registry import eval_runs, registered_version_name, resolve_version
 from trackeval.tracking.tags import EVAL_RUN_TAG, TAG, VERSION_TAG
 
@@ -52,8 +54,6 @@ def gate_cell(ml: Mlflow, mv: Any | None) -> str:
     worst_group umd organ=heart -0.2000 [-0.2000, -0.2000]``: the decision run's ``trackeval.gate.summary``, see
     :func:`~trackeval.report.checks.gate_summary`), ``(evidence replaced since)`` appended when the version's
     evaluations changed after it (``track --replace``), ``not gated`` without a decision."""
-    from trackeval.tracking.descriptions import decision_summary
-
     run_id = None if mv is None else mv.tags.get(TAG + "gate.decision_run")
     if not run_id:
         return "not gated"
@@ -107,8 +107,6 @@ def leaderboard(
     left out of the columns. A cell's ``n_missing_predictions`` is read from the
     evaluation run its value was logged by (:func:`~trackeval.tracking.missing.run_missing`).
     """
-    from trackeval.tracking.missing import run_missing
-
     runs: dict[str, int] = {}
 
     def missing(run_id: str | None) -> int:

@@ -15,16 +15,21 @@ module formats what the results and decisions hold; it computes no metric.
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from trackeval.gate.decide import Decision
 from trackeval.io.escape import escape_markdown
+from trackeval.registry import units
 from trackeval.report.checks import shown
+from trackeval.report.figures import overlay_figures
 from trackeval.results import BenchmarkResult
 from trackeval.tracking.client import Mlflow
-from trackeval.tracking.descriptions import describe_decision, gate_history_lines, run_link
-from trackeval.tracking.model_registry import registered_version_name
+from trackeval.tracking.descriptions import current_runs, describe_decision, gate_history_lines, run_link
+from trackeval.tracking.evidence import version_results
+from trackeval.tracking.model_registry import eval_runs, registered_version_name
 from trackeval.tracking.tags import TAG
 
 __all__ = ["describe_decision", "describe_version", "log_comparison_tables", "shown", "version_description"]
@@ -86,11 +91,6 @@ def _log_overlays(
 ) -> None:
     """The declared figures of every unit both versions were evaluated on, candidate and champion on the same
     axes (:func:`trackeval.report.figures.overlay_figures`), logged under each ``(run, artifact folder)``."""
-    import tempfile
-    from pathlib import Path
-
-    from trackeval.report.figures import overlay_figures
-
     with tempfile.TemporaryDirectory(prefix="trackeval-overlays-") as tmp:
         for unit_name in sorted(set(cand) & set(champ)):
             overlay_figures(cand[unit_name], champ[unit_name], Path(tmp) / unit_name.replace("/", "_"))
@@ -180,16 +180,12 @@ def declared_primary() -> dict[str, str]:
     >>> declared_primary()["umd"], declared_primary()["xray/cls"]
     ('umd/dsc', 'xray/cls/auroc')
     """
-    from trackeval.registry import units
-
     return {name: f"{name}/{spec.primary.metric}" for name, spec in units().items()}
 
 
 def _current_evidence(ml: Mlflow, mv: Any) -> tuple[dict[str, str], list[str]]:
     """``{unit: UI link}`` of the evaluation runs ``mv`` points at, and a note when one of them is not under the
     version's Source Run (the run it was registered from: after ``track --replace`` an earlier one)."""
-    from trackeval.tracking.descriptions import current_runs
-
     runs = current_runs(ml, mv)
     links = {unit: run_link(r.info.experiment_id, r.info.run_id) for unit, r in runs.items()}
     source = getattr(mv, "run_id", None)
@@ -207,8 +203,6 @@ def _current_evidence(ml: Mlflow, mv: Any) -> tuple[dict[str, str], list[str]]:
 def _stale(ml: Mlflow, mv: Any) -> str | None:
     """The UI link of ``mv``'s last decision run when it was made on other evaluation runs than the ones ``mv``
     points at now (``track --replace`` since), else None (also when never gated)."""
-    from trackeval.tracking.model_registry import eval_runs
-
     run_id = mv.tags.get(TAG + "gate.decision_run")
     if not run_id:
         return None
@@ -233,8 +227,6 @@ def describe_version(
     headline key}`` shown per unit. Without ``decision``, a version already gated keeps its description (the gate
     writes it, ``track`` only before the first decision), unless its evaluations were replaced since that
     decision: the description then shows the current evidence and says the version is not gated on it."""
-    from trackeval.tracking.evidence import version_results
-
     mv = ml.call("get_model_version", ml.client.get_model_version, name, mv.version)  # fresh tags
     stale = None if decision is not None else _stale(ml, mv)
     if decision is None and mv.tags.get(TAG + "gate.decision_run") and stale is None:
