@@ -17,7 +17,10 @@ from pathlib import Path
 from rich.console import Console
 
 from trackeval.commands.options import add_config_options
+from trackeval.io.atomic import atomic_path
 from trackeval.io.escape import escape_terminal
+from trackeval.io.files import read_bytes
+from trackeval.io.hashing import sha256_bytes
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
@@ -73,8 +76,6 @@ def run_verify_attestation(args: argparse.Namespace) -> int:
     from trackeval.attest import dsse
     from trackeval.attest.keys import load_trusted
     from trackeval.attest.statement import read_predicate
-    from trackeval.io.files import read_bytes
-    from trackeval.io.hashing import sha256_bytes
 
     trusted = load_trusted([str(p) for p in args.trusted_key])
     raw = read_bytes(args.attestation, max_bytes=dsse.MAX_ENVELOPE_BYTES)
@@ -108,7 +109,6 @@ def run_verify_attestation(args: argparse.Namespace) -> int:
 def run_history(args: argparse.Namespace) -> int:
     from trackeval.api import load_config
     from trackeval.attest.keys import load_trusted
-    from trackeval.io.atomic import atomic_path
     from trackeval.report.history import history_html, print_history
     from trackeval.tracking.client import Mlflow
     from trackeval.tracking.history import model_history

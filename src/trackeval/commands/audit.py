@@ -13,7 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from trackeval.commands.options import add_input_options, escape_help, given_inputs
-from trackeval.registry import with_hook
+from trackeval.io.escape import escape_terminal
+from trackeval.registry import hook, unit, with_hook
 
 #: the audit's own options; a unit's input field may not reuse them
 AUDIT_OPTIONS = frozenset({"train_manifest"})
@@ -41,8 +42,6 @@ def run_audit(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from trackeval.api import load_config, validate_inputs
-    from trackeval.io.escape import escape_terminal
-    from trackeval.registry import hook, unit
 
     spec = unit(args.audit_benchmark)
     inputs = validate_inputs(spec, given_inputs(args))

@@ -14,7 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 from trackeval.commands.options import add_config_options, add_input_options, escape_help, given_inputs
 from trackeval.errors import ConfigError
-from trackeval.registry import by_benchmark, with_hook
+from trackeval.io.escape import escape_terminal
+from trackeval.io.redact import redact
+from trackeval.registry import by_benchmark, hook, unit, with_hook
 from trackeval.spec import BenchmarkSpec
 
 if TYPE_CHECKING:
@@ -85,9 +87,7 @@ def _run(unit_name: str, inputs: dict[str, Any], args: argparse.Namespace) -> in
     from rich.console import Console
 
     from trackeval.api import evaluate, load_config, unit_outputs
-    from trackeval.io.escape import escape_terminal
     from trackeval.io.results_folder import write_extra_outputs, write_outputs
-    from trackeval.registry import unit
     from trackeval.report.console import print_summary
 
     cfg = load_config(args.config, _overrides(args))
@@ -114,8 +114,6 @@ def _track(out: Path, cfg: EvalConfig) -> None:
     server, the run's page in the MLflow UI (no credentials shown)."""
     from rich.console import Console
 
-    from trackeval.io.escape import escape_terminal
-    from trackeval.io.redact import redact
     from trackeval.tracking.client import Mlflow
     from trackeval.tracking.track import track_results
 
@@ -140,8 +138,6 @@ def run_evaluate(args: argparse.Namespace) -> int:
 def run_demo(args: argparse.Namespace) -> int:
     """``trackeval demo [--unit U]``: evaluate the example a unit bundles (its spec's ``example``; default the
     first such unit by name: ``umd`` among the built-in units)."""
-    from trackeval.registry import hook, unit
-
     examples = with_hook("example")
     if not examples:
         raise ConfigError("no registered benchmark unit bundles an example")

@@ -8,7 +8,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from trackeval.commands.options import add_config_options
-from trackeval.errors import OutputError
+from trackeval.errors import InputError, OutputError
+from trackeval.io.atomic import atomic_path
+from trackeval.io.escape import escape_terminal
+from trackeval.io.redact import redact_uri
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
@@ -30,8 +33,6 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 
 
 def _write(path: Path, text: str) -> None:
-    from trackeval.io.atomic import atomic_path
-
     if str(path) == "-":
         sys.stdout.write(text)
         return
@@ -46,9 +47,6 @@ def run_leaderboard(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from trackeval.api import gate_policies, load_config
-    from trackeval.errors import InputError
-    from trackeval.io.escape import escape_terminal
-    from trackeval.io.redact import redact_uri
     from trackeval.report.leaderboard_table import leaderboard_html, leaderboard_markdown, print_leaderboard
     from trackeval.tracking.client import Mlflow
     from trackeval.tracking.leaderboard_rows import leaderboard

@@ -24,7 +24,9 @@ from rich.console import Console
 from trackeval.commands.options import add_config_options
 from trackeval.config import EvalConfig
 from trackeval.errors import InputError, OutputError
+from trackeval.io.atomic import atomic_path
 from trackeval.io.escape import escape_markdown, escape_terminal, visible_controls
+from trackeval.io.redact import redact_uri
 
 if TYPE_CHECKING:
     from trackeval.gate.compare import BenchmarkComparison
@@ -123,7 +125,6 @@ def _cfg(args: argparse.Namespace) -> EvalConfig:
 
 
 def run_track(args: argparse.Namespace) -> int:
-    from trackeval.io.redact import redact_uri
     from trackeval.report.console import missing_line
     from trackeval.tracking.client import Mlflow, tracking_uri
     from trackeval.tracking.track import track_results
@@ -255,8 +256,8 @@ def _print_moves(
     """After the verdict: the aliases that moved (``moved @champion: v1 -> v2``), with ``--dry-run`` those a
     passing promote would move (``would move ...``; none when the candidate is the champion, which ``promote``
     refuses), or ``aliases unchanged``."""
-    from trackeval.tracking.promotion import alias_moves, passing_aliases
     from trackeval.tracking.model_registry import registered_aliases
+    from trackeval.tracking.promotion import alias_moves, passing_aliases
 
     candidate, aliases = before
     if args.dry_run:
@@ -309,7 +310,6 @@ def _explain(ml: Mlflow, decision_run: str) -> int:
 
 
 def run_compare(args: argparse.Namespace) -> int:
-    from trackeval.io.atomic import atomic_path
     from trackeval.report.comparison import (
         comparison_markdown,
         missing_markdown,
