@@ -190,7 +190,7 @@ def test_every_builtin_unit_is_registered_through_its_entry_point() -> None:
 #: unit's config section (``trackeval.benchmarks.<unit>.config``, or ``<unit>_config``) lives beside its adapter
 #: but belongs to the ``config`` layer (it imports only ``trackeval.config``:
 #: :func:`test_config_sections_import_only_config`).
-LEAVES = {"errors", "results", "spec", "config", "_version", "registry", "__init__"}
+LEAVES = {"errors", "results", "spec", "config", "_version", "registry", "__init__", "_moved"}
 SECTION = re.compile(r"^trackeval\.benchmarks\.[a-z0-9]+(?:_|\.)config(?:\.|\Z)")  # the module, or a name in it
 ALLOWED: dict[str, set[str]] = {
     "metrics": set(),
@@ -265,17 +265,17 @@ def test_config_sections_import_only_config() -> None:
     sections = {m: i for m, i in _imports().items() if SECTION.match(m)}
     assert {"trackeval.benchmarks.umd.config", "trackeval.benchmarks.imis.config"} <= set(sections)
     for module, imported in sections.items():
-        assert {t for t in imported if _layer(t) not in ("config", "errors")} == set(), module
+        assert {t for t in imported if _layer(t) not in ("config", "errors", "_moved")} == set(), module
 
 
 #: Former module paths kept as aliases of their new home (model references users wrote keep resolving); each
-#: forwards names lazily and holds no code of its own.
+#: forwards names lazily through the one mechanism, :mod:`trackeval._moved`, and holds no code of its own.
 ALIASES = {
     "trackeval.loop": "trackeval.api",
-    "trackeval.interactive": "trackeval.benchmarks.imis",
-    "trackeval.interactive.baselines": "trackeval.demo",
-    "trackeval.interactive.protocol": "trackeval.benchmarks.imis",
-    "trackeval.interactive.runner": "trackeval.benchmarks.imis",
+    "trackeval.interactive": None,  # the package of the aliases below: a docstring only
+    "trackeval.interactive.baselines": "trackeval.demo.baselines",
+    "trackeval.interactive.protocol": "trackeval.benchmarks.imis.protocol",
+    "trackeval.interactive.runner": "trackeval.benchmarks.imis.runner",
     "trackeval.benchmarks.imis_config": "trackeval.benchmarks.imis.config",
     "trackeval.benchmarks.umd_config": "trackeval.benchmarks.umd.config",
     "trackeval.benchmarks.mir3d_config": "trackeval.benchmarks.mir3d.config",
@@ -293,7 +293,9 @@ def test_import_layers() -> None:
         if layer in ("cli", "commands", "pipeline") or module == "trackeval":  # the top; the lazy facade
             continue
         if module in ALIASES:
-            assert {t for t in imported if not t.startswith(ALIASES[module])} == set(), module
+            assert {t for t in imported if not t.startswith("trackeval._moved")} == set(), module
+            source = SRC.joinpath(*module.split(".")[1:]).with_suffix(".py")
+            assert ALIASES[module] is None or f'forwarder("{module}", "{ALIASES[module]}"' in source.read_text(), module
             continue
         allowed = ALLOWED.get(layer)
         assert allowed is not None or layer in LEAVES, f"{module}: no layer rule for {layer!r}"

@@ -5,17 +5,6 @@ Kept as an alias so that ``from trackeval.loop import promote`` keeps working, w
 code names ``trackeval.api`` or the facade (``trackeval.promote``). Nothing is imported until a name is looked up.
 """
 
-from __future__ import annotations
+from trackeval._moved import forwarder
 
-import warnings
-from typing import Any
-
-MOVED = "trackeval.loop is deprecated: use trackeval.api (or trackeval.promote, trackeval.track, ...)"
-
-
-def __getattr__(name: str) -> Any:
-    import trackeval.api as api
-
-    value = getattr(api, name)
-    warnings.warn(MOVED, DeprecationWarning, stacklevel=2)
-    return value
+__getattr__ = forwarder("trackeval.loop", "trackeval.api", " (or trackeval.promote, trackeval.track, ...)")

@@ -4,17 +4,6 @@ Kept as an alias so that code written against it (``from trackeval.benchmarks.mi
 docs named) keeps working, with a DeprecationWarning; names are forwarded lazily.
 """
 
-from __future__ import annotations
+from trackeval._moved import forwarder
 
-import warnings
-from typing import Any
-
-MOVED = "trackeval.benchmarks.mir3d_config is deprecated: use trackeval.benchmarks.mir3d.config"
-
-
-def __getattr__(name: str) -> Any:
-    import trackeval.benchmarks.mir3d.config as section
-
-    value = getattr(section, name)
-    warnings.warn(MOVED, DeprecationWarning, stacklevel=2)
-    return value
+__getattr__ = forwarder("trackeval.benchmarks.mir3d_config", "trackeval.benchmarks.mir3d.config")

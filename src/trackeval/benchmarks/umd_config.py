@@ -5,17 +5,6 @@ Kept as an alias so that code written against it (``from trackeval.benchmarks.um
 the docs named) keeps working, with a DeprecationWarning; names are forwarded lazily.
 """
 
-from __future__ import annotations
+from trackeval._moved import forwarder
 
-import warnings
-from typing import Any
-
-MOVED = "trackeval.benchmarks.umd_config is deprecated: use trackeval.benchmarks.umd.config"
-
-
-def __getattr__(name: str) -> Any:
-    import trackeval.benchmarks.umd.config as section
-
-    value = getattr(section, name)
-    warnings.warn(MOVED, DeprecationWarning, stacklevel=2)
-    return value
+__getattr__ = forwarder("trackeval.benchmarks.umd_config", "trackeval.benchmarks.umd.config")

@@ -7,24 +7,10 @@ keep working, with a DeprecationWarning; new code names ``trackeval.demo.baselin
 MONAI) is imported until a name is looked up.
 """
 
-from __future__ import annotations
+from trackeval._moved import forwarder, run_moved
 
-import warnings
-from typing import Any
-
-MOVED = "trackeval.interactive.baselines is deprecated: use trackeval.demo.baselines"
-
-
-def __getattr__(name: str) -> Any:
-    from trackeval.demo import baselines
-
-    value = getattr(baselines, name)
-    warnings.warn(MOVED, DeprecationWarning, stacklevel=2)
-    return value
+__getattr__ = forwarder("trackeval.interactive.baselines", "trackeval.demo.baselines")
 
 
 if __name__ == "__main__":
-    from trackeval.demo.baselines import main
-
-    warnings.warn(MOVED, DeprecationWarning, stacklevel=1)
-    main()
+    run_moved("trackeval.interactive.baselines", "trackeval.demo.baselines")

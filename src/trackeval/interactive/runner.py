@@ -4,25 +4,10 @@ Kept as an alias so that ``python -m trackeval.interactive.runner ...`` and impo
 DeprecationWarning; names are forwarded lazily.
 """
 
-from __future__ import annotations
+from trackeval._moved import forwarder, run_moved
 
-import sys
-import warnings
-from typing import Any
-
-MOVED = "trackeval.interactive.runner is deprecated: use trackeval.benchmarks.imis.runner"
-
-
-def __getattr__(name: str) -> Any:
-    from trackeval.benchmarks.imis import runner
-
-    value = getattr(runner, name)
-    warnings.warn(MOVED, DeprecationWarning, stacklevel=2)
-    return value
+__getattr__ = forwarder("trackeval.interactive.runner", "trackeval.benchmarks.imis.runner")
 
 
 if __name__ == "__main__":
-    from trackeval.benchmarks.imis.runner import main
-
-    warnings.warn(MOVED, DeprecationWarning, stacklevel=1)
-    sys.exit(main())
+    run_moved("trackeval.interactive.runner", "trackeval.benchmarks.imis.runner")
