@@ -17,7 +17,7 @@ import pytest
 
 from trackeval.gate.compare import compare_results
 from trackeval.gate.delong_rows import headline_exclusions
-from trackeval.gate.policy import UnitPolicy, metric_facts
+from trackeval.gate.policy import UnitPolicy
 from trackeval.results import BenchmarkResult, CaseRecord, DataInfo, MetricSummary, sha256_text
 from trackeval.spec import MetricInfo
 from trackeval.stats.bootstrap import cluster_codes, group_seed
@@ -31,7 +31,7 @@ def facts(metric: str, **declared: Any) -> UnitPolicy:
     metric facts of a policy of unit ``toy`` (its gate rules are placeholders, which a comparison does not read)."""
     rules = {"margin": 0.0, "floor": None, "superiority": False, "group_dimensions": (), "default_group_margin": 0.0}
     info = MetricInfo(metric, label=metric, **declared)
-    return UnitPolicy(unit="toy", group_margins=(), **rules, **metric_facts(metric, info))
+    return UnitPolicy(unit="toy", metric=metric, info=info, group_margins=(), **rules)
 
 
 def _result(
@@ -663,7 +663,7 @@ def test_corpus_edges():
     one_side = _corpus(_result(_rate(RC)), _result(_rate(none)), ())
     assert one_side.problems == [] and one_side.rows[0].candidate == pytest.approx(7 / 11)
     assert one_side.rows[0].baseline is None
-    read_back = facts("rate", reduction="corpus", corpus=_pooled_rate).model_copy(update={"corpus": None})
+    read_back = facts("rate", reduction="corpus", corpus=_pooled_rate).record()  # a record: no function
     missing = compare_results(_result(_rate(RC)), _result(_rate(RB)), read_back, ())
     assert missing.rows == [] and missing.problems == [
         "toy/rate is a corpus metric, but the policy carries no function to recompute it with"

@@ -204,7 +204,7 @@ LOC = resolve_policies(GateConfig(), SPECS)["xray/loc"]
 
 def test_loc_policy_is_the_corpus_reduction():
     assert LOC.reduction == "corpus" and LOC.paired == "bootstrap" and LOC.corpus is map_50_corpus
-    record = LOC.model_dump(mode="json")
+    record = LOC.record().model_dump(mode="json")
     assert "corpus" not in record and record["reduction"] == "corpus"
     json.dumps(record)
     miou = resolve_policies(GateConfig(primary_metrics={"xray": "loc/miou"}), SPECS)["xray/loc"]
@@ -255,7 +255,7 @@ def test_the_corpus_interval_is_the_paired_corpus_bootstrap(loc_runs):
     row = comp.rows[0]
     assert (row.ci95_low, row.ci95_high) == (ref.low, ref.high)
     assert row.delta == pytest.approx(ref.delta, abs=1e-12)
-    missing = compare_results(cand, base, LOC.model_copy(update={"corpus": None}), (), n_resamples=20)
+    missing = compare_results(cand, base, LOC.record(), (), n_resamples=20)  # a record: no function
     assert missing.rows == [] and "no function to recompute" in missing.problems[0]
 
 

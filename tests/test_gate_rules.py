@@ -35,7 +35,7 @@ from trackeval.gate.decide import (
     resolution_note,
 )
 from trackeval.gate.pairing import DeltaRow, pairing_problems, protocol_digest
-from trackeval.gate.policy import UnitPolicy, resolve_policies
+from trackeval.gate.policy import PolicyRecord, UnitPolicy, resolve_policies
 from trackeval.results import BenchmarkResult, CaseRecord, DataInfo, MetricSummary, sha256_text
 from trackeval.spec import BenchmarkSpec, MetricInfo, PrimaryMetric
 from trackeval.stats.bootstrap import expanded_pvalue
@@ -44,18 +44,22 @@ MARGIN = 0.25
 TINY = 2.0**-20  # a step just inside a boundary, still exact in binary
 
 
+#: the facts of the gated metric a test may set (the rest of ``_policy``'s keywords are the policy's fields)
+FACTS = ("higher_is_better", "reduction", "paired", "best")
+
+
 def _policy(**kw) -> UnitPolicy:
+    facts = {"best": 1.0, **{f: kw.pop(f) for f in FACTS if f in kw}}
     fields = {
         "unit": "toy",
         "metric": "dsc",
-        "higher_is_better": True,
+        "info": MetricInfo("dsc", label="Dice", **facts),
         "margin": MARGIN,
         "floor": 0.5,
         "superiority": False,
         "group_dimensions": (),
         "default_group_margin": MARGIN,
         "group_margins": (),
-        "per_case": "dsc",
     }
     return UnitPolicy(**{**fields, **kw})
 
@@ -805,7 +809,7 @@ def test_a_decision_round_trips_and_stores_units_under_benchmark():
     recorded = [f for f, info in GateConfig.model_fields.items() if not info.exclude]
     assert list(stored["gate_config"]) == [*recorded, "policies"] and "signing_key" not in stored["gate_config"]
     back = Decision.model_validate_json(d.model_dump_json())
-    assert back.model_dump(mode="json") == stored and back.gate_config.policies["toy"] == pol["toy"]
+    assert back.model_dump(mode="json") == stored and back.gate_config.policies["toy"] == pol["toy"].record()
     # a record written before policies held the paired method and per-case name still reads
     del stored["gate_config"]["policies"]["toy"]["paired"], stored["gate_config"]["policies"]["toy"]["per_case"]
     old = Decision.model_validate(stored).gate_config.policies["toy"]
@@ -843,7 +847,7 @@ def test_a_corpus_headline_is_kept_for_its_own_metric_only():
     # the corpus function computes its own metric only; a declared other metric has its own facts
     assert p["cb/cls"].reduction == "case_mean" and p["cb/cls"].corpus is None
     # the record is every field but the function, in the order decisions have always stored them
-    rec = p["cb/loc"].model_dump(mode="json")
+    rec = p["cb/loc"].record().model_dump(mode="json")
     assert "corpus" not in rec and rec["reduction"] == "corpus" and rec["unit"] == "cb/loc"
     assert list(rec) == [
         "unit",
@@ -863,8 +867,17 @@ def test_a_corpus_headline_is_kept_for_its_own_metric_only():
     ]
     assert json.dumps(rec)
     # read back: equal but for the function, which a record cannot hold
-    back = UnitPolicy.model_validate_json(json.dumps(rec))
-    assert back.corpus is None and back == p["cb/loc"].model_copy(update={"corpus": None})
+    back = PolicyRecord.model_validate_json(json.dumps(rec))
+    assert back.corpus is None and back == p["cb/loc"].record()
+    # explained: the declaration supplies the function and the facts an older record lacks; none: the record
+    info = specs[0].metric_info("dsc")
+    assert back.policy(info).record() == back and back.policy(info).corpus is _mean_corpus
+    old = PolicyRecord.model_validate({k: v for k, v in rec.items() if k not in ("reduction", "best")})
+    assert old.policy(info).record() == back and old.policy(None) is old and old.reduction == "item_mean"
+    # recorded facts win over the declaration's; a recorded corpus metric the unit declares no function for
+    assert back.model_copy(update={"best": 0.5}).policy(info).best == 0.5
+    plain = specs[2].metric_info("dsc")
+    assert plain is not None and back.policy(plain) == back and isinstance(back.policy(plain), PolicyRecord)
 
 
 def _group_comparison(n_groups: int, n_units: int, method: str = "paired_bootstrap") -> BenchmarkComparison:

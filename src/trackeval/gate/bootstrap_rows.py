@@ -12,7 +12,7 @@ from typing import Any, cast
 import numpy as np
 
 from trackeval.gate.pairing import DeltaRow, Paired, delta_row, reported
-from trackeval.gate.policy import UnitPolicy
+from trackeval.gate.policy import Policy
 from trackeval.results import item_matrix
 from trackeval.spec import CorpusHeadline
 from trackeval.stats.bootstrap import group_seed
@@ -20,7 +20,7 @@ from trackeval.stats.paired import PairedHeadline, paired_corpus, paired_headlin
 from trackeval.stats.reduce import MeanReduction
 
 
-def mean_rows(pair: Paired, policy: UnitPolicy) -> tuple[list[str], list[DeltaRow]]:
+def mean_rows(pair: Paired, policy: Policy) -> tuple[list[str], list[DeltaRow]]:
     """Problems and rows of a comparison of a mean of per-case values (``reduction`` ``item_mean`` or
     ``case_mean``): both headlines recomputed on the same cluster resamples
     (:func:`~trackeval.stats.paired.paired_headlines`), overall, per item and per case group."""

@@ -46,7 +46,7 @@ from pydantic import BaseModel, Field
 from trackeval.gate.bootstrap_rows import corpus_rows, mean_rows
 from trackeval.gate.delong_rows import delong_rows
 from trackeval.gate.pairing import UNIT_AS_BENCHMARK, DeltaRow, Paired, pairing_problems, protocol_digest
-from trackeval.gate.policy import UnitPolicy
+from trackeval.gate.policy import Policy
 from trackeval.results import BenchmarkResult, metric_key
 
 
@@ -78,7 +78,7 @@ class BenchmarkComparison(BaseModel):
 def compare_results(
     cand: BenchmarkResult,
     base: BenchmarkResult,
-    policy: UnitPolicy,
+    policy: Policy,
     dimensions: Sequence[str],
     *,
     n_resamples: int = 2000,
@@ -94,7 +94,8 @@ def compare_results(
     its own resamples of the results' clusters (seed derived from ``seed`` and the row key, so rows are
     reproducible and independent of which other rows exist), the item rows share the headline's; with DeLong
     (``policy.paired="delong"``) the rows are analytic and ``n_resamples``/``seed`` are unused. ``policy``: the
-    unit's gate policy, which holds the metric's declared facts (:class:`~trackeval.gate.policy.UnitPolicy`);
+    unit's gate policy, which holds the metric's declaration (:class:`~trackeval.gate.policy.UnitPolicy`; or a
+    recorded policy, :class:`~trackeval.gate.policy.PolicyRecord`, when a decision is re-derived);
     ``reduction="corpus"`` recomputes the headline with ``policy.corpus`` (rows: the headline and the case
     groups, no item rows). ``confidence``: the level of the
     intervals (0.95: 95%). A metric declared ``paired="none"`` gives one problem and no rows.

@@ -43,7 +43,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from trackeval.config import GateConfig
 from trackeval.gate.compare import BenchmarkComparison, compare_results
 from trackeval.gate.pairing import UNIT_AS_BENCHMARK, DeltaRow
-from trackeval.gate.policy import UnitPolicy
+from trackeval.gate.policy import Policy, PolicyRecord
 from trackeval.results import BenchmarkResult
 from trackeval.stats.paired import adjust_pvalues, bootstrap_pvalue, count_pvalue, normal_pvalue, resamples_for
 
@@ -87,10 +87,10 @@ class GroupTest(BaseModel):
 
 class GateRecord(GateConfig):
     """The gate config a decision was made under, with the policy of each unit it judged (what a decision
-    records as ``gate_config``): the config's fields, then ``policies``. A policy read back carries no corpus
-    function (code is not recorded); :func:`~trackeval.tracking.decision_runs.explain` re-attaches it."""
+    records as ``gate_config``): the config's fields, then ``policies``, as records (no corpus function: code is
+    not recorded); :func:`~trackeval.tracking.decision_runs.explain` rebuilds the policies from them."""
 
-    policies: dict[str, UnitPolicy] = Field(default_factory=dict)
+    policies: dict[str, PolicyRecord] = Field(default_factory=dict)
 
 
 class Decision(BaseModel):
@@ -131,7 +131,7 @@ def audit_problems(result: BenchmarkResult) -> list[str]:
     return out
 
 
-def _floor_check(result: BenchmarkResult, policy: UnitPolicy, cfg: GateConfig) -> Check:
+def _floor_check(result: BenchmarkResult, policy: Policy, cfg: GateConfig) -> Check:
     unit, key = policy.unit, policy.key
     if policy.floor is None:
         return Check(name="floor", unit=unit, passed=False, detail="no absolute floor configured (gate.floors)")
@@ -145,7 +145,7 @@ def _floor_check(result: BenchmarkResult, policy: UnitPolicy, cfg: GateConfig) -
     return Check(name="floor", unit=unit, passed=ok, detail=f"{key} {cfg.floor_statistic} {shown} {op} {policy.floor}")
 
 
-def _interval_checks(head: DeltaRow, policy: UnitPolicy) -> list[Check]:
+def _interval_checks(head: DeltaRow, policy: Policy) -> list[Check]:
     unit, margin = policy.unit, policy.margin
     lo, hi = head.ci95_low, head.ci95_high
     if lo is not None:
@@ -181,7 +181,7 @@ def _pvalue(
 
 
 def _group_tests(
-    comparisons: list[BenchmarkComparison], policies: Mapping[str, UnitPolicy], cfg: GateConfig
+    comparisons: list[BenchmarkComparison], policies: Mapping[str, Policy], cfg: GateConfig
 ) -> list[GroupTest]:
     tagged = [(c, r) for c in comparisons for r in c.rows if r.dimension]
     rows = [r for _, r in tagged]
@@ -245,7 +245,7 @@ def guard_resolution_note(comparisons: list[BenchmarkComparison], n_tests: int, 
 
 
 def compare_unit(
-    cand: BenchmarkResult, base: BenchmarkResult, policy: UnitPolicy, cfg: GateConfig, labels: tuple[str, str]
+    cand: BenchmarkResult, base: BenchmarkResult, policy: Policy, cfg: GateConfig, labels: tuple[str, str]
 ) -> BenchmarkComparison:
     """The paired comparison the gate (and ``trackeval compare``) makes for one unit: its primary metric and
     group dimensions and declared facts, the gate's resamples, seed and confidence."""
@@ -276,7 +276,7 @@ def _missing_check(cand: BenchmarkResult, base: BenchmarkResult, unit: str) -> C
     return Check(name="missing_predictions", unit=unit, passed=mc <= mb, detail=detail)
 
 
-def resolution_note(head: DeltaRow, comp: BenchmarkComparison, policy: UnitPolicy) -> str | None:
+def resolution_note(head: DeltaRow, comp: BenchmarkComparison, policy: Policy) -> str | None:
     """``umd: 6 subjects cannot resolve margin 0.01 at the observed spread; about 40 would`` when the headline
     interval's half-width is at least the margin (a true delta of 0 could then not be shown non-inferior), else
     None. The projection scales the half-width by ``1/sqrt(n)``."""
@@ -298,7 +298,7 @@ def _unit_checks(
     unit: str,
     candidate: Mapping[str, BenchmarkResult],
     champion: Mapping[str, BenchmarkResult],
-    policy: UnitPolicy | None,
+    policy: Policy | None,
     cfg: GateConfig,
     labels: tuple[str, str],
 ) -> tuple[list[Check], BenchmarkComparison | None, str | None]:
@@ -352,7 +352,7 @@ def decide(
     champion_version: str | None,
     champion: Mapping[str, BenchmarkResult] | None,
     cfg: GateConfig,
-    policies: Mapping[str, UnitPolicy],
+    policies: Mapping[str, Policy],
 ) -> Decision:
     """Apply the gate (module docstring) to the candidate's and champion's results, keyed by unit name.
 
@@ -376,7 +376,7 @@ def decide(
     checks += _group_checks(groups, cfg)
     guard = guard_resolution_note(comparisons, len(groups), cfg)
     notes += [guard] if guard else []
-    judged = {u: p for u, p in sorted(policies.items()) if u in candidate or u in champion}
+    judged = {u: p.record() for u, p in sorted(policies.items()) if u in candidate or u in champion}
     return Decision(
         model=model,
         candidate=candidate_version,

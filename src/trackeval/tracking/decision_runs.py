@@ -18,7 +18,7 @@ from typing import Any
 from trackeval.attest.keys import Signer
 from trackeval.errors import InputError
 from trackeval.gate.decide import Decision, decide
-from trackeval.gate.policy import UnitPolicy, metric_facts
+from trackeval.gate.policy import Policy, PolicyRecord
 from trackeval.registry import metric_info
 from trackeval.report.comparison import decision_markdown
 from trackeval.report.html import decision_report
@@ -169,11 +169,6 @@ def mark_promoted(ml: Mlflow, decision_run: str) -> None:
     ml.call("set_tag", ml.client.set_tag, decision_run, PROMOTED_TAG, "true")
 
 
-#: the metric facts of a policy (:func:`~trackeval.gate.policy.metric_facts`) that decisions recorded before
-#: trackeval 0.4 lack (``paired``, ``per_case``) or before 0.3 (``reduction``, ``best``)
-_FACTS = ("reduction", "paired", "per_case", "best")
-
-
 def read_decision(ml: Mlflow, decision_run: str) -> tuple[Any, Decision]:
     """The run and the recorded decision (its ``decision.json``) of decision run ``decision_run``.
 
@@ -190,21 +185,12 @@ def read_decision(ml: Mlflow, decision_run: str) -> tuple[Any, Decision]:
     return run, decision
 
 
-def installed_facts(recorded: Mapping[str, UnitPolicy]) -> dict[str, UnitPolicy]:
-    """The recorded policies with what a record cannot hold taken from the installed unit's declaration of the
-    recorded metric (:func:`~trackeval.registry.metric_info`): its corpus function (code), and the
-    facts an older record lacks (:data:`_FACTS`). A unit not installed, or a metric it does not declare, keeps
-    the record as it is."""
-    out = {}
-    for unit, policy in recorded.items():
-        info = metric_info(unit, policy.metric)
-        if info is None:
-            out[unit] = policy
-            continue
-        facts = metric_facts(policy.metric, info)
-        missing = {f: facts[f] for f in _FACTS if f not in policy.model_fields_set}
-        out[unit] = policy.model_copy(update={**missing, "corpus": facts["corpus"]})
-    return out
+def installed_facts(recorded: Mapping[str, PolicyRecord]) -> dict[str, Policy]:
+    """The policy each record was decided under (:meth:`~trackeval.gate.policy.PolicyRecord.policy`): the installed
+    unit's declaration of the recorded metric (:func:`~trackeval.registry.metric_info`) with the recorded facts
+    applied, which supplies what a record cannot hold, its corpus function (code), and the facts an older record
+    lacks. A unit not installed, or a metric it does not declare, keeps the record as it is."""
+    return {unit: policy.policy(metric_info(unit, policy.metric)) for unit, policy in recorded.items()}
 
 
 def explain(ml: Mlflow, decision_run: str) -> tuple[Decision, Decision]:
@@ -217,7 +203,7 @@ def explain(ml: Mlflow, decision_run: str) -> tuple[Decision, Decision]:
     """
     run, recorded = read_decision(ml, decision_run)
     policies = installed_facts(recorded.gate_config.policies)
-    gate = recorded.gate_config.model_copy(update={"policies": policies})
+    gate = recorded.gate_config.model_copy(update={"policies": {u: p.record() for u, p in policies.items()}})
     recorded = recorded.model_copy(update={"gate_config": gate})
     params = run.data.params
     candidate = {u: run_evidence(ml, r) for u, r in pairs_param(params.get("candidate_runs", "")).items()}
