@@ -33,5 +33,5 @@ def forwarder(old: str, new: str, hint: str = "") -> Callable[[str], Any]:
 
 def run_moved(old: str, new: str) -> None:
     """``python -m old``: warn, then run ``new``'s ``main()`` and exit with what it returns."""
-    warnings.warn(moved_message(old, new), DeprecationWarning, stacklevel=1)
+    warnings.warn(moved_message(old, new), DeprecationWarning, stacklevel=2)  # attributed to __main__: shown
     sys.exit(importlib.import_module(new).main())
