@@ -37,7 +37,13 @@ SEG_METRICS: tuple[str, ...] = ("dsc", "iou", "nsd", "hd95", "hd", "assd", "n_re
 #: The metrics that need surface distances.
 SURFACE_METRICS: tuple[str, ...] = ("nsd", "hd95", "hd", "assd")
 #: Values of an item absent from both truth and prediction under ``empty_both="perfect"``.
-_PERFECT = {"dsc": 1.0, "iou": 1.0, "nsd": 1.0, "hd95": 0.0, "hd": 0.0, "assd": 0.0}
+PERFECT = {"dsc": 1.0, "iou": 1.0, "nsd": 1.0, "hd95": 0.0, "hd": 0.0, "assd": 0.0}
+
+
+def scored_perfect(c: LabelCounts, empty_both: str) -> bool:
+    """True when an item with counts ``c`` takes the :data:`PERFECT` values: absent from both truth and prediction
+    (``n_ref == n_pred == 0``) under ``empty_both="perfect"``; under ``"nan"`` (the default) it never does."""
+    return empty_both == "perfect" and c.n_ref == 0 and c.n_pred == 0
 
 
 def worker_preload(metrics: Collection[str]) -> tuple[str, ...]:
@@ -108,8 +114,8 @@ def _item_values(
     only for a selected surface metric); ``penalty``: HD/ASSD in mm when exactly one side is empty."""
     row = {}
     for m in selected:
-        if empty_both == "perfect" and c.n_ref == 0 and c.n_pred == 0:
-            row[m] = _PERFECT[m]
+        if scored_perfect(c, empty_both):
+            row[m] = PERFECT[m]
         elif m == "dsc":
             row[m] = dice_from_counts(c)
         elif m == "iou":

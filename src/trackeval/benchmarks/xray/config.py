@@ -52,10 +52,17 @@ class XRaySegConfig(Section):
     ``missing_prediction``: ``worst`` scores a missing file as all background, ``exclude`` leaves it NaN;
     counted and named in one warning line either way; ``error``: any missing file is an error naming the image
     and the file expected. No prediction matching any image is an error whatever the policy.
+
+    ``empty_both``: a class absent from an image's truth and prediction is ``nan`` (not applicable: left out of
+    the means and of ``n_valid``; default, as before) or ``perfect`` (Dice and IoU 1, counted: the SIIM-ACR
+    Kaggle rule, where "the Dice coefficient is defined to be 1 when both X and Y are empty" and the score is the
+    mean over every image). A missing prediction scored ``worst`` is all background, so ``perfect`` also gives 1
+    to the classes its truth lacks.
     """
 
     labels: dict[str, PositiveInt] = Field(default_factory=dict)
     missing_prediction: Literal["worst", "exclude", "error"] = "worst"
+    empty_both: Literal["nan", "perfect"] = "nan"
 
     @field_validator("labels")
     @classmethod

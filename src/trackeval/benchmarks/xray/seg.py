@@ -7,8 +7,9 @@ for 0/255 masks) or the ``xray.seg.labels`` config mapping. Pixel values not in 
 error.
 
 Per image and class: Dice and IoU from one confusion pass (:mod:`trackeval.metrics.overlap`; both empty ->
-NaN, excluded; one side empty -> 0). ``xray/seg/dsc`` and ``xray/seg/miou`` are means over classes of the
-per-class means over images, with ``/by_class/<c>``, CIs from an image-level bootstrap. A missing prediction
+NaN, excluded, or 1 under ``xray.seg.empty_both: perfect``, SIIM-ACR's Kaggle rule; one side empty -> 0).
+``xray/seg/dsc`` and ``xray/seg/miou`` are means over classes of the per-class means over images, with
+``/by_class/<c>``, CIs from an image-level bootstrap. A missing prediction
 is scored as all background (``xray.seg.missing_prediction: worst``) or left NaN (``exclude``), counted and named
 in one warning line, or an error (``error``); no prediction matching any image is an error naming the folder.
 
@@ -33,6 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from trackeval.benchmarks.missing import check_missing
+from trackeval.benchmarks.segmentation import PERFECT, scored_perfect
 from trackeval.benchmarks.summaries import clusters_of, mean_summaries
 from trackeval.benchmarks.xray.common import TaskInputs, unique_tokens
 from trackeval.benchmarks.xray.config import XRaySegConfig
@@ -79,6 +81,7 @@ class _Job:
     pred: Path | None
     labels: dict[str, int]
     missing_policy: str
+    empty_both: str = "nan"
 
 
 def _case_id(path: Path) -> str | None:
@@ -119,12 +122,13 @@ def read_label_image(path: Path, *, case_id: str) -> tuple[np.ndarray, str]:
     return array, vol.digest
 
 
-def _class_metrics(counts: dict[str, LabelCounts]) -> dict[str, dict[str, float]]:
-    """The per-class record metrics (Dice, IoU, pixel counts) of one image's per-class counts."""
+def _class_metrics(counts: dict[str, LabelCounts], empty_both: str = "nan") -> dict[str, dict[str, float]]:
+    """The per-class record metrics (Dice, IoU, pixel counts) of one image's per-class counts; a class absent
+    from both masks is NaN, or Dice = IoU = 1 under ``empty_both="perfect"``."""
     return {
         name: {
-            "dsc": dice_from_counts(c),
-            "iou": iou_from_counts(c),
+            "dsc": PERFECT["dsc"] if scored_perfect(c, empty_both) else dice_from_counts(c),
+            "iou": PERFECT["iou"] if scored_perfect(c, empty_both) else iou_from_counts(c),
             "n_ref": float(c.n_ref),
             "n_pred": float(c.n_pred),
         }
@@ -133,13 +137,19 @@ def _class_metrics(counts: dict[str, LabelCounts]) -> dict[str, dict[str, float]
 
 
 def _record(
-    case_id: str, classes: list[str], counts: dict[str, LabelCounts] | None, policy: str, missing: bool
+    case_id: str,
+    classes: list[str],
+    counts: dict[str, LabelCounts] | None,
+    policy: str,
+    missing: bool,
+    empty_both: str = "nan",
 ) -> CaseRecord:
-    """One image's :class:`CaseRecord`: metrics from ``counts`` (None: no prediction scored, NaN per class)."""
+    """One image's :class:`CaseRecord`: metrics from ``counts`` (None: no prediction scored, NaN per class)
+    under the empty policy ``empty_both``."""
     return CaseRecord(
         case_id=case_id,
         subject_id=case_id,
-        metrics=_class_metrics(counts) if counts is not None else {name: {} for name in classes},
+        metrics=_class_metrics(counts, empty_both) if counts is not None else {name: {} for name in classes},
         status="missing_prediction" if missing else "ok",
         message=f"no prediction file; scored by policy '{policy}'" if missing else "",
     )
@@ -179,14 +189,15 @@ def score_case(job: _Job) -> Scored:
         values, matrix = confusion_matrix(pred, truth)
         by_id = counts_from_matrix(values, matrix, list(job.labels.values()))
         counts = {name: by_id[i] for name, i in job.labels.items()}
-    record = _record(job.case_id, list(job.labels), counts, job.missing_policy, job.pred is None)
+    record = _record(job.case_id, list(job.labels), counts, job.missing_policy, job.pred is None, job.empty_both)
     return Scored(record, truth_digest, pred_digest)
 
 
 @dataclass(frozen=True)
 class _StackJob:
     """One image of a native layout: ``channels``: the prediction channel of each truth class (in ``classes``
-    order); ``n_pred_channels``: how many channels the prediction must have; ``pred_file``: for messages."""
+    order); ``n_pred_channels``: how many channels the prediction must have; ``pred_file``: for messages;
+    ``empty_both``: ``xray.seg.empty_both``."""
 
     case_id: str
     truth: CaseRef
@@ -196,6 +207,7 @@ class _StackJob:
     n_pred_channels: int
     pred_file: str
     missing_policy: str
+    empty_both: str = "nan"
 
 
 def binary_counts(truth: np.ndarray, pred: np.ndarray, classes: tuple[str, ...]) -> dict[str, LabelCounts]:
@@ -234,7 +246,7 @@ def score_stack_case(job: _StackJob) -> Scored:
     else:
         pred, pred_digest = (np.zeros_like(truth) if job.missing_policy == "worst" else None), "missing"
     counts = binary_counts(truth, pred, job.classes) if pred is not None else None
-    record = _record(job.case_id, list(job.classes), counts, job.missing_policy, job.pred is None)
+    record = _record(job.case_id, list(job.classes), counts, job.missing_policy, job.pred is None, job.empty_both)
     return Scored(record, truth_digest, pred_digest)
 
 
@@ -376,7 +388,7 @@ def _evaluate_label_maps(inputs: TaskInputs, cfg: EvalConfig) -> Evaluation:
         accepted=f" (any of {', '.join(SUFFIXES)})",
         c=c,
     )
-    jobs = [_Job(cid, truth[cid], preds.get(cid), labels, c.missing_prediction) for cid in truth]
+    jobs = [_Job(cid, truth[cid], preds.get(cid), labels, c.missing_prediction, c.empty_both) for cid in truth]
     scored = score_cases(score_case, jobs, cfg.engine, "X-ray seg images")
     out = _evaluation(scored, list(labels), cfg, notes, len(extra), case_digests(scored))
     out.params = {"labels": labels}
@@ -449,6 +461,7 @@ def _evaluate_native(inputs: TaskInputs, cfg: EvalConfig, layout: Layout, read: 
             n_channels,
             pred.cases[cid].where if cid in pred.cases else str(inputs.predictions),
             c.missing_prediction,
+            c.empty_both,
         )
         for cid, ref in truth.cases.items()
     ]
