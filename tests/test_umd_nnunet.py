@@ -255,7 +255,7 @@ def test_format_forcing_and_detection_error(umd_dataset, tmp_path: Path, capsys)
     ("change", "needles"),
     [
         ({"file_ending": ".png"}, ("file_ending '.png'", "field=file_ending")),
-        ({"labels": {"background": 0, "liver": 1, "ignore": 2}}, ("ignore label", "field=labels.ignore")),
+        ({"labels": {"background": 0, "liver": 1, "ignore": 5}}, ("ignore label 5", "field=labels.ignore")),
         ({"labels": {"liver": 1}}, ('"background": 0', "field=labels")),
         ({"labels": {"background": 0, "tumor": 1}}, ("no label names a UMD organ", "set umd.labels")),
         ({"labels": {"background": 0, "liver": "1"}}, ("label 'liver'", "field=labels.liver")),

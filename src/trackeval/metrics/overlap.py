@@ -344,6 +344,28 @@ def _normalise_label(label: object) -> Label:
     return _label_id(label)
 
 
+def drop_reference(values: np.ndarray, matrix: np.ndarray, label: int) -> tuple[np.ndarray, np.ndarray]:
+    """The confusion matrix without the voxels whose truth is ``label`` (its row set to 0; a copy).
+
+    Every count :func:`counts_from_matrix` derives from the result leaves those voxels out, whatever the
+    prediction holds there: nnU-Net's ``ignore`` label (``compute_tp_fp_fn_tn`` counts only where the reference
+    is not the ignore label). A prediction voxel holding ``label`` elsewhere stays in its column, which no
+    other label selects: it is background to every other label. ``matrix.sum()`` of the result is the number of
+    voxels kept (the total less the ignored ones). ``label`` absent from ``values``: an unchanged copy.
+
+    Examples:
+        >>> import numpy as np
+        >>> from trackeval.metrics.overlap import confusion_matrix, counts_from_matrix, drop_reference
+        >>> truth, pred = np.array([1, 1, 3, 3, 0]), np.array([1, 0, 1, 0, 3])  # 3 = ignore
+        >>> values, matrix = drop_reference(*confusion_matrix(pred, truth), 3)
+        >>> counts_from_matrix(values, matrix, [1])[1], int(matrix.sum())  # the pred 1 on an ignore voxel is gone
+        (LabelCounts(tp=1, fp=0, fn=1, n_pred=1, n_ref=2), 3)
+    """
+    out = np.array(matrix, dtype=np.int64, copy=True)
+    out[np.asarray(values) == label, :] = 0
+    return np.asarray(values), out
+
+
 def counts_from_matrix(
     values: np.ndarray, matrix: np.ndarray, labels: Iterable[Label] | None = None
 ) -> dict[Label, LabelCounts]:

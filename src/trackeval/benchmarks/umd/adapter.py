@@ -65,21 +65,64 @@ def _with_labels(cfg: EvalConfig, data: UMDData) -> EvalConfig:
     return cfg.model_copy(update={"umd": umd})
 
 
+#: the metrics UMD computes with nnU-Net's ignore label: the overlap ones (nnU-Net's own evaluation computes no
+#: surface distance, and a surface that stops at unannotated voxels is not the organ's)
+IGNORE_METRICS = ("dsc", "iou")
+
+
+def _with_ignore(cfg: EvalConfig, data: UMDData) -> tuple[EvalConfig, list[str]]:
+    """``cfg`` (as the user set it, before :func:`_with_labels`) for dataset.json's ``ignore`` label (none:
+    unchanged): ``umd.metrics`` narrowed to Dice and IoU when it was not set (one warning line says so), and the
+    warning lines.
+
+    Raises:
+        InputError: ``umd.metrics`` set with a surface metric, or an organ of a set ``umd.labels`` using the ignore
+            id (dataset.json's own labels never do: :func:`~trackeval.benchmarks.umd.nnunet.read_dataset`).
+    """
+    ignore, umd = data.ignore_label, cfg.umd
+    if ignore is None:
+        return cfg, []
+    mapped = umd.labels.items() if "labels" in umd.model_fields_set else ()
+    organ = next((n for n, ids in mapped if ignore in ((ids,) if isinstance(ids, int) else ids)), None)
+    if organ is not None:
+        raise InputError(
+            f"umd.labels maps {organ!r} to {ignore}, dataset.json's ignore label", file=data.labels_file, field="labels"
+        )
+    surface = [m for m in umd.metrics if m not in IGNORE_METRICS]
+    if not surface:
+        return cfg, []
+    if "metrics" in umd.model_fields_set:
+        raise InputError(
+            f"dataset.json declares the ignore label {ignore}: umd.metrics {', '.join(surface)} are not defined on "
+            f"partly annotated label maps; set umd.metrics=[{', '.join(IGNORE_METRICS)}]",
+            file=data.labels_file,
+            field="umd.metrics",
+        )
+    note = (
+        f"dataset.json declares the ignore label {ignore}: its voxels are left out of every count (as nnU-Net's "
+        f"evaluation does) and only {', '.join(IGNORE_METRICS)} are scored (no surface metric on partly "
+        "annotated label maps)"
+    )
+    umd = umd.model_copy(update={"metrics": IGNORE_METRICS})
+    return cfg.model_copy(update={"umd": umd}), [note]
+
+
 def evaluate(
     gt_dir: Path, pred_dir: Path, cfg: EvalConfig, model: dict[str, str] | None = None, *, forced: str | None = None
 ) -> BenchmarkResult:
     """Run the UMD benchmark end to end and return the results object (no files written); ``forced``: the ground
     truth's layout (``--format``; default: told from the files)."""
     data = read_inputs(gt_dir, pred_dir, forced)
+    cfg, ignore_notes = _with_ignore(cfg, data)
     cfg = _with_labels(cfg, data)
-    notes = [*data.notes, *_missing_notes(data, pred_dir, cfg.umd)]
+    notes = [*data.notes, *ignore_notes, *_missing_notes(data, pred_dir, cfg.umd)]
     audits = audit_cases(data.cases, cfg.umd)
     notes += [a.note for a in audits if a.count]
     for note in notes:
         log.warning(note)
     cache = CaseCache(Path(cfg.engine.cache_dir) if cfg.engine.cache else None, NAME)
     also = _other_ids(data)
-    jobs = [CaseJob(c, cfg.umd, cache, also) for c in data.cases]
+    jobs = [CaseJob(c, cfg.umd, cache, also, data.ignore_label) for c in data.cases]
     scored = score_cases(score_case, jobs, cfg.engine, "UMD cases", worker_preload(cfg.umd.metrics))
     records = [s.record for s in scored]
     summary = {
@@ -103,9 +146,11 @@ def evaluate(
 
 
 def _other_ids(data: UMDData) -> frozenset[int]:
-    """The ids of dataset.json's labels (those that name no organ are background); none in the generic layout."""
+    """The ids of dataset.json's labels (those that name no organ are background) and its ignore label; none in
+    the generic layout."""
     labels = data.dataset_labels or {}
-    return frozenset(i for ids in labels.values() for i in ((ids,) if isinstance(ids, int) else ids))
+    ignore = () if data.ignore_label is None else (data.ignore_label,)
+    return frozenset(i for ids in labels.values() for i in ((ids,) if isinstance(ids, int) else ids)) | set(ignore)
 
 
 class UMDInputs(BaseModel):
@@ -148,9 +193,9 @@ def nnunet_outputs(inputs: UMDInputs, cfg: EvalConfig, result: BenchmarkResult) 
     labels = nnunet.targets(data.dataset_labels if data.dataset_labels is not None else cfg.umd.labels)
     allowed = frozenset(allowed_ids(_with_labels(cfg, data).umd, _other_ids(data)))
     predicted = sorted((c for c in data.cases if c.pred_path is not None), key=lambda c: c.pred_path.name)
+    where = (inputs.ground_truth, inputs.predictions)
     jobs = [
-        CountJob(c, tuple(labels), allowed, cfg.umd.geometry_tolerance, inputs.ground_truth, inputs.predictions)
-        for c in predicted
+        CountJob(c, tuple(labels), allowed, cfg.umd.geometry_tolerance, *where, data.ignore_label) for c in predicted
     ]
     counted = map_cases(count_case, jobs, cfg.engine, "nnU-Net summary")
     return {nnunet.SUMMARY_JSON: nnunet.summary_json(counted, labels)}

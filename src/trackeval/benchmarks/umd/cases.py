@@ -57,7 +57,8 @@ class UMDData:
     ``index``: the truth-index lines of the ground-truth digest (``manifest:<sha256>``...); ``suffixes``: the
     label-map file endings read; ``labels``: the organ label map the files declare (nnU-Net's dataset.json; None:
     ``umd.labels``); ``dataset_labels``: every foreground label of dataset.json (None in the generic layout);
-    ``notes``: the layout's warning lines; ``labels_file``: the file ``labels`` come from.
+    ``notes``: the layout's warning lines; ``labels_file``: the file ``labels`` come from; ``ignore_label``:
+    dataset.json's ``ignore`` id (None: every voxel is scored; always None in the generic layout).
     """
 
     cases: list[UMDCase]
@@ -70,6 +71,7 @@ class UMDData:
     dataset_labels: dict[str, int | tuple[int, ...]] | None = None
     notes: tuple[str, ...] = ()
     labels_file: str = ""
+    ignore_label: int | None = None
 
     @property
     def formats(self) -> dict[str, str]:
@@ -227,6 +229,7 @@ def _read_nnunet(gt_dir: Path, pred_dir: Path) -> UMDData:
         ds.labels,
         tuple(notes),
         str(ds.path),
+        ds.ignore,
     )
 
 

@@ -53,7 +53,8 @@ class UMDConfig(Section):
     ``metrics``: the per-organ metrics to compute, a non-empty subset of ``dsc, iou, nsd, hd95, hd, assd``
     that contains ``dsc`` (the primary metric; default: all six). The keys of the others are absent from the
     per-case records and the aggregates. ``[dsc, iou]`` skips the surface distances: one pass over each case
-    (about 10x cheaper than nnU-Net's Dice; ``docs/performance.md``). Stored in canonical order.
+    (about 10x cheaper than nnU-Net's Dice; ``docs/performance.md``). Stored in canonical order. A dataset.json
+    with nnU-Net's ``ignore`` label allows only ``[dsc, iou]`` (unset: narrowed to them, with a warning).
     """
 
     labels: dict[str, PositiveInt | tuple[PositiveInt, ...]] = Field(

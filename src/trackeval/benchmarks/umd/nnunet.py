@@ -17,13 +17,20 @@ Conventions (docs/benchmarks/umd.md):
 * subject and modality: an optional ``manifest.csv`` beside ``dataset.json`` (the generic layout's columns
   ``case_id,subject_id,modality``); without it each case is its own subject and the modality comes from
   ``channel_names`` (:func:`channel_modality`), or is ``unknown`` (no by-modality breakdown, no paired gap);
-* the ``ignore`` label is refused (UMD scores every voxel), and so is a ``file_ending`` other than NIfTI.
+* the ``ignore`` label (``"ignore": N``, an integer one above every other id, as nnU-Net's ``LabelManager``
+  requires) marks voxels of the ground truth that were not annotated: as nnU-Net's ``compute_metrics`` does, a voxel
+  whose truth is ``N`` is left out of every count of every organ, label and region (TP, FP, FN, TN, ``n_ref``,
+  ``n_pred``, hence Dice and IoU), whatever the prediction holds there; a prediction voxel holding ``N`` elsewhere
+  is background. Surface metrics are not defined on partly annotated maps (nnU-Net computes none), so UMD scores
+  Dice and IoU only with an ignore label (:func:`trackeval.benchmarks.umd.adapter.evaluate`);
+* a ``file_ending`` other than NIfTI is refused.
 
 ``summary.json`` (:func:`summary_json`) follows ``nnunetv2/evaluation/evaluate_predictions.py``: per prediction file
 (sorted by name) and label or region, voxel counts TP/FP/FN/TN, ``n_pred`` = TP + FP, ``n_ref`` = TP + FN, Dice =
 2 TP / (2 TP + FP + FN) and IoU = TP / (TP + FP + FN), both NaN when TP + FP + FN = 0; ``mean`` per label is the
 mean over cases leaving NaN out (NaN when all are); ``foreground_mean`` the plain mean of the label means (a NaN
-label mean makes it NaN). Keys are ``str()`` of the label (``"1"``) or region tuple (``"(1, 2)"``); the file is
+label mean makes it NaN). With an ``ignore`` label the counts leave its voxels out (TN too) and it is not a key.
+Keys are ``str()`` of the label (``"1"``) or region tuple (``"(1, 2)"``); the file is
 ``json.dumps(..., sort_keys=True, indent=4)`` with NaN written as ``NaN``, as nnU-Net writes it. One difference:
 file paths are relative to the folders given (nnU-Net writes absolute paths; trackeval writes no machine paths).
 """
@@ -76,7 +83,8 @@ class NnunetDataset:
 
     ``labels``: the foreground labels by name as dataset.json gives them (a list as a tuple), background left out;
     ``all_ids``: every id they use (the voxel values a label map may hold besides 0); ``modality``: from
-    ``channel_names`` (None: unknown); ``digest``: sha256 of dataset.json's bytes.
+    ``channel_names`` (None: unknown); ``digest``: sha256 of dataset.json's bytes; ``ignore``: the id of the
+    ``ignore`` label (None: every voxel is annotated), never in ``labels`` or ``all_ids``.
     """
 
     root: Path
@@ -86,6 +94,7 @@ class NnunetDataset:
     modality: str | None
     channel_names: dict[str, str]
     digest: str
+    ignore: int | None = None
 
     @property
     def path(self) -> Path:
@@ -128,9 +137,9 @@ def read_dataset(path: Path) -> NnunetDataset:
 
     Raises:
         InputError: naming dataset.json and the field: no dataset.json or labels folder, not a JSON object,
-            ``labels`` missing or malformed (no ``background: 0``, a value that is not an id or a list of ids, an
-            ``ignore`` label), ``file_ending`` missing or not ``.nii.gz`` / ``.nii``, ``channel_names`` not an
-            object of names.
+            ``labels`` missing or malformed (no ``background: 0``, a value that is not an id or a list of ids),
+            ``file_ending`` missing or not ``.nii.gz`` / ``.nii``, ``channel_names`` not an
+            object of names, an ``ignore`` label that is not one integer above every other id.
     """
     found = dataset_root(path)
     if found is None:
@@ -153,8 +162,9 @@ def read_dataset(path: Path) -> NnunetDataset:
             field="file_ending",
         )
     channels = _channel_names(data.get("channel_names", {}), file)
-    labels = _labels(data.get("labels"), file)
-    return NnunetDataset(root, labels_dir, labels, ending, channel_modality(channels), channels, sha256_bytes(raw))
+    labels, ignore = _labels(data.get("labels"), file)
+    modality = channel_modality(channels)
+    return NnunetDataset(root, labels_dir, labels, ending, modality, channels, sha256_bytes(raw), ignore)
 
 
 def _channel_names(value: Any, file: str) -> dict[str, str]:
@@ -175,18 +185,27 @@ def _label_value(name: str, value: Any, file: str) -> Label:
     return tuple(items) if isinstance(value, list) else value
 
 
-def _labels(value: Any, file: str) -> dict[str, Label]:
-    """The foreground labels of dataset.json's ``labels`` (see :func:`read_dataset`)."""
+def _labels(value: Any, file: str) -> tuple[dict[str, Label], int | None]:
+    """The foreground labels of dataset.json's ``labels`` and its ``ignore`` id (None: none; see
+    :func:`read_dataset`)."""
     if not isinstance(value, dict) or value.get("background") != 0 or isinstance(value.get("background"), bool):
         raise InputError('labels must be an object with "background": 0', file=file, field="labels")
-    if "ignore" in value:
+    labels = {str(name): _label_value(str(name), v, file) for name, v in value.items() if name != "ignore"}
+    ignore = _ignore_id(value.get("ignore"), labels, file) if "ignore" in value else None
+    return {name: v for name, v in labels.items() if set(_ids(v)) != {0}}, ignore
+
+
+def _ignore_id(value: Any, labels: Mapping[str, Label], file: str) -> int:
+    """The ``ignore`` label's id, checked as nnU-Net's ``LabelManager`` checks it: one integer (not a region), one
+    above the largest id of the other labels (background included)."""
+    top = max(i for v in labels.values() for i in _ids(v))
+    if not isinstance(value, int) or isinstance(value, bool) or value != top + 1:
         raise InputError(
-            "an ignore label is not supported: UMD scores every voxel (nnU-Net leaves the ignore label's voxels out)",
+            f"ignore label {value!r}: nnU-Net requires one integer, the highest label value ({top + 1} here)",
             file=file,
             field="labels.ignore",
         )
-    labels = {str(name): _label_value(str(name), v, file) for name, v in value.items()}
-    return {name: v for name, v in labels.items() if set(_ids(v)) != {0}}
+    return value
 
 
 def channel_modality(channel_names: Mapping[str, str]) -> str | None:
