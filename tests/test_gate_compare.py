@@ -464,6 +464,25 @@ def test_the_protocol_digest_is_of_the_compared_fields_and_ignores_key_order():
     assert comp.protocol_digest != a.config_digest
 
 
+def test_a_protocol_setting_added_later_reads_older_results_as_its_only_former_behaviour():
+    """``toy.rule=old``: a result written before ``toy.rule`` existed pairs with one that says ``old`` and not with
+    one that says ``new`` (the message shows the value the older result is read as)."""
+    older = _result(_dsc(BASE), extra_config={"toy": {"labels": 1}})
+    same = _result(_dsc(CAND), extra_config={"toy": {"labels": 1, "rule": "old"}})
+    other = _result(_dsc(CAND), extra_config={"toy": {"labels": 1, "rule": "new"}})
+    protocol = ("toy.labels", "toy.rule=old")
+    assert compare_results(same, older, facts("dsc"), (), n_resamples=20, protocol=protocol).problems == []
+    assert compare_results(other, older, facts("dsc"), (), n_resamples=20, protocol=protocol).problems == [
+        'protocol config differs: toy.rule is "new" in the candidate, "old" in the baseline; '
+        "re-evaluate with the same config"
+    ]
+    strict = compare_results(same, older, facts("dsc"), (), n_resamples=20, protocol=("toy.labels", "toy.rule"))
+    assert strict.problems == [
+        'protocol config differs: toy.rule is "old" in the candidate, null in the baseline; '
+        "re-evaluate with the same config"
+    ]
+
+
 def test_pairing_messages_show_the_differing_field_and_at_most_five_case_ids():
     a = _result(_dsc(CAND), extra_config={"toy": {"t": 1}})
     b = _result(_dsc(CAND), extra_config={"toy": {"t": 2}})

@@ -203,8 +203,9 @@ class PrimaryMetric:
     first version must reach (a ceiling for a lower-is-better metric; None: a first version cannot be promoted
     on this unit without a configured floor). ``protocol``: the config fields (dotted paths into the results'
     ``config``, e.g. ``umd.labels``) that change this metric's per-case values; two results pair when those
-    agree (None: the whole config must agree). When the gate config picks another primary metric, the whole
-    config is compared.
+    agree (None: the whole config must agree); ``path=value`` reads a result written before that setting existed
+    (the path absent) as ``value``, so older results still pair. When the gate config picks another primary
+    metric, the whole config is compared.
     """
 
     metric: str

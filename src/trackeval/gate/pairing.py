@@ -62,8 +62,17 @@ def protocol_digest(result: BenchmarkResult, fields: Sequence[str] | None) -> st
     (``umd.labels``; a path that is absent counts as null). ``None``: the whole config (``config_digest``)."""
     if fields is None:
         return result.config_digest
-    values = {path: config_value(result.config, path) for path in sorted(fields)}
+    values = {field: protocol_value(result.config, field) for field in sorted(fields)}
     return sha256_text(json.dumps(values, sort_keys=True))
+
+
+def protocol_value(config: Mapping[str, Any], field: str) -> object:
+    """The value of one protocol ``field`` in a result's ``config``: a dotted path (``umd.labels``; absent: None),
+    or ``path=absent`` for a setting added after results were first written: a result that predates it (the path
+    absent) is read as ``absent``, the only behaviour there was (``xray.seg.empty_both=nan``)."""
+    path, declared, absent = field.partition("=")
+    value = config_value(config, path)
+    return absent if value is None and declared else value
 
 
 #: the longest value a protocol mismatch shows (compact JSON, shortened with ``...``)
@@ -100,9 +109,10 @@ def _protocol_problem(
         first = _first_differing_path(cand, base)
         paths = [] if first is None else [first]
     else:
-        paths = [p for p in protocol if config_value(cand, p) != config_value(base, p)]
+        paths = [f for f in protocol if protocol_value(cand, f) != protocol_value(base, f)]
     what = "; ".join(
-        f"{p} is {_shown(config_value(cand, p))} in the candidate, {_shown(config_value(base, p))} in the baseline"
+        f"{p.partition('=')[0]} is {_shown(protocol_value(cand, p))} in the candidate, "
+        f"{_shown(protocol_value(base, p))} in the baseline"
         for p in paths
     )
     if not what:

@@ -188,7 +188,7 @@ SPECS: tuple[BenchmarkSpec, ...] = (
             margin=0.01,
             group_margin=0.05,
             floor=0.5,
-            protocol=("xray.seg.labels", "xray.seg.missing_prediction", "xray.seg.empty_both"),
+            protocol=("xray.seg.labels", "xray.seg.missing_prediction", "xray.seg.empty_both=nan"),
         ),
         (MetricInfo("dsc", label="Dice"), MetricInfo("miou", label="mIoU")),
         ("class",),
