@@ -81,3 +81,17 @@ def test_a_shared_params_file_keeps_the_users_own_sections(tmp_path: Path, caplo
         load_config(params)
     with pytest.raises(ConfigError, match=r"field mymodel: Extra inputs are not permitted"):
         load_config(None, ["mymodel.lr=0.1"])
+
+
+def test_the_users_own_section_close_to_a_trackeval_name_is_not_a_typo(tmp_path: Path, caplog) -> None:
+    """Issue 37: ``train`` is 0.77 similar to ``tracking`` but holds none of its keys: the user's own section, no
+    warning (every stage used to warn "did you mean 'tracking'?"); ``trackin: {uri: ...}`` holds a tracking key."""
+    params = tmp_path / "params.yaml"
+    params.write_text("train: {lr: 0.01, epochs: 3}\ngates: [a, b]\ntrackin: {uri: 'sqlite:///x.db'}\n")
+    with caplog.at_level("WARNING", logger="trackeval.config"):
+        cfg = load_config(params)
+    assert cfg.tracking.uri == load_config().tracking.uri
+    assert [r.getMessage() for r in caplog.records] == [
+        f"config file {params}: top-level key 'trackin' is not a trackeval section and is ignored "
+        "(did you mean 'tracking'?)"
+    ]

@@ -1,11 +1,13 @@
 """trackeval in a user's own git + DVC repository: ``trackeval init`` after the user's own ``predict`` stage.
 
-A throw-away repository with its own params section (``mymodel``) and its own ``predict.py`` (v1: the bundled UMD
-example's predictions; v2: the ground truth itself, or empty masks when ``mymodel.v2_quality`` is ``bad``):
-``trackeval init``, ``dvc repro`` twice, then a params change that makes v2 fail. Checks: every ``dvc repro``
-exits 0, the second records no new decision, ``trackeval pipeline verdict`` exits 0 while v2 passes and 1 after
-it fails, ``dvc status`` lists only the always-changed stages, and the user's params section is accepted. Real
-git, DVC and an MLflow SQLite store; slow tier (each command has ``scaled(900)`` s).
+A throw-away repository with its own params section (``train``, a near miss of trackeval's ``tracking``) and its
+own ``predict.py`` (v1: the bundled UMD example's predictions; v2: the ground truth itself, or empty masks when
+``train.v2_quality`` is ``bad``), whose stage iterates over ``pipeline.versions`` as init's do: ``trackeval init``,
+``dvc repro`` twice, then a params change that makes v2 fail. Checks: every ``dvc repro`` exits 0, the second
+records no new decision, ``trackeval pipeline verdict`` exits 0 while v2 passes and 1 after it fails, ``dvc status``
+lists only the always-changed stages, the user's params section is accepted without a "did you mean" warning,
+init's next lines name the files to commit and the ``mlflow ui`` command, and a third version is one line in
+params.yaml. Real git, DVC and an MLflow SQLite store; slow tier (each command has ``scaled(900)`` s).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ import numpy as np
 import yaml
 
 version = sys.argv[1]
-quality = yaml.safe_load(open("params.yaml"))["mymodel"]["v2_quality"]
+quality = yaml.safe_load(open("params.yaml"))["train"]["v2_quality"]
 out = Path("predictions") / version / "umd"
 shutil.rmtree(out.parent, ignore_errors=True)
 out.mkdir(parents=True)
@@ -64,9 +66,10 @@ def _user_repo(root: Path) -> Path:
     shutil.copytree(gt, repo / "data" / "umd")
     shutil.copytree(pred, repo / "reference_predictions")
     (repo / "predict.py").write_text(PREDICT, encoding="utf-8")
-    (repo / "params.yaml").write_text("# my model's knobs\nmymodel:\n  v2_quality: good\n", encoding="utf-8")
-    stage = {"foreach": ["v1", "v2"], "do": {"cmd": "python predict.py ${item}", "deps": ["predict.py"],
-             "params": ["mymodel"], "outs": ["predictions/${item}"]}}  # fmt: skip
+    (repo / "params.yaml").write_text("# my model's knobs\ntrain:\n  v2_quality: good\n", encoding="utf-8")
+    # the versions listed once: the user's stage iterates over the list init writes (docs/pipeline.md)
+    stage = {"foreach": "${pipeline.versions}", "do": {"cmd": "python predict.py ${item}", "deps": ["predict.py"],
+             "params": ["train"], "outs": ["predictions/${item}"]}}  # fmt: skip
     (repo / "dvc.yaml").write_text("# my pipeline\n" + yaml.safe_dump({"stages": {"predict": stage}}), encoding="utf-8")
     _run(repo, "git", "init", "-q")
     _run(repo, str(BIN / "dvc"), "init", "-q")
@@ -85,16 +88,24 @@ def test_init_repro_twice_then_a_failing_candidate(tmp_path: Path) -> None:
     repo = _user_repo(tmp_path)
     trackeval, dvc = str(BIN / "trackeval"), str(BIN / "dvc")
     shown = _run(repo, trackeval, "init", "--model", "myseg").stdout
-    assert "params.yaml: sections pipeline, bootstrap, tracking, gate, umd (kept yours: mymodel)" in shown
+    assert "params.yaml: sections pipeline, bootstrap, tracking, gate, umd (kept yours: train)" in shown
+    commit = "commit now: params.yaml dvc.yaml .gitignore .dvc/config .dvc/plots/ .github/workflows/trackeval.yml"
+    assert commit in shown
+    assert "work/eval/*/*/metrics.json, work/eval/*/*/headline.json, work/eval/*/*/plot.csv" in shown
+    ui = "MLflow UI: run `mlflow ui --backend-store-uri sqlite:///mlflow.db`, then open http://127.0.0.1:5000"
+    assert ui in shown
+    assert "dvc_plots/" in (repo / ".gitignore").read_text(encoding="utf-8").splitlines()
     assert "dvc.yaml: stages trackeval_evaluate_umd, trackeval_track, trackeval_gate; plots trackeval_umd" in shown
     params = yaml.safe_load((repo / "params.yaml").read_text(encoding="utf-8"))
-    assert params["mymodel"] == {"v2_quality": "good"} and params["pipeline"]["versions"] == ["v1", "v2"]
+    assert params["train"] == {"v2_quality": "good"} and params["pipeline"]["versions"] == ["v1", "v2"]
     assert "# my pipeline" in (repo / "dvc.yaml").read_text(encoding="utf-8")  # the user's file, comments kept
     again = _run(repo, trackeval, "init", "--model", "myseg", ok=(2,))
     assert "already has a 'pipeline' section" in again.stderr  # never overwritten without --force
 
-    first = _run(repo, dvc, "repro").stdout
+    repro = _run(repo, dvc, "repro")
+    first = repro.stdout
     assert "Running stage 'predict@v1'" in first and "Running stage 'trackeval_evaluate_umd@v2'" in first
+    assert "did you mean" not in first + repro.stderr  # `train` is the user's, not a misspelt `tracking`
     assert _run(repo, trackeval, "pipeline", "verdict").returncode == 0  # v2 = the ground truth: passes
     n_decisions = _decisions(repo)
     assert n_decisions == 2  # v1 against the floor, v2 against v1
@@ -116,3 +127,28 @@ def test_init_repro_twice_then_a_failing_candidate(tmp_path: Path) -> None:
     assert "candidate myseg/v2: gate verdict fail, expected pass" in verdict.stderr
     assert "myseg@champion (registry): v1" in verdict.stdout
     assert _run(repo, trackeval, "pipeline", "verdict", "--expect", "fail").returncode == 0
+
+    # add a version: one entry in pipeline.versions; the user's stage and trackeval's follow
+    text = (repo / "params.yaml").read_text(encoding="utf-8")
+    (repo / "params.yaml").write_text(text.replace("versions: [v1, v2]", "versions: [v1, v2, v3]", 1), encoding="utf-8")
+    stages = _run(repo, dvc, "stage", "list", "--name-only").stdout.split()
+    assert {"predict@v3", "trackeval_evaluate_umd@v3"} <= set(stages), stages
+
+
+def test_the_demo_lists_its_versions_once(tmp_path: Path) -> None:
+    """The demo's train, predict and evaluate stages iterate over params.yaml's pipeline.versions (a mapping:
+    its keys), and DVC resolves them to exactly the stage names dvc.lock holds (train@v1, evaluate@umd-v1...)."""
+    from tests.conftest import REPO
+
+    repo = tmp_path / "demo"
+    repo.mkdir()
+    _run(repo, "git", "init", "-q")
+    _run(repo, str(BIN / "dvc"), "init", "-q")
+    for name in ("dvc.yaml", "params.yaml"):
+        shutil.copy(REPO / name, repo / name)
+    demo = yaml.safe_load((REPO / "dvc.yaml").read_text(encoding="utf-8"))["stages"]
+    assert demo["train"]["foreach"] == demo["predict"]["foreach"] == "${pipeline.versions}"
+    assert demo["evaluate"]["matrix"]["version"] == "${pipeline.versions}"
+    stages = _run(repo, str(BIN / "dvc"), "stage", "list", "--name-only").stdout.split()
+    locked = yaml.safe_load((REPO / "dvc.lock").read_text(encoding="utf-8"))["stages"]
+    assert stages == list(locked)

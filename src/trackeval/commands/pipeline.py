@@ -168,13 +168,13 @@ def _expected(name: str, verdicts: dict[str, tuple[str, str]], expect: str) -> i
 
 
 def run_init(args: argparse.Namespace) -> int:
-    from trackeval.pipeline.init import init, plan
+    from trackeval.pipeline.init import init, next_steps, plan
 
     model = args.model or re.sub(r"[^A-Za-z0-9_.-]+", "-", args.root.resolve().name).strip("-") or "model"
     for line in init(args.root, plan(args.unit or ["umd"], model, args.versions), force=args.force):
         print(line)
-    print("next: edit the inputs under pipeline.evaluations in params.yaml, then `dvc repro` and "
-          "`trackeval pipeline verdict`")  # fmt: skip
+    for line in next_steps(args.root):
+        print(line)
     return 0
 
 

@@ -15,7 +15,6 @@ import difflib
 import hashlib
 import json
 import logging
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -103,14 +102,23 @@ def _apply_override(tree: dict[str, Any], item: str) -> str:
     return key.strip()
 
 
-def _own_sections(tree: dict[str, Any], sections: Iterable[str], path: Path) -> dict[str, Any]:
-    """The top-level keys of a config file that are trackeval sections. A params.yaml is shared with the user's
-    own stages (DVC repositories have one), so any other key is theirs and ignored; one that is a near miss of a
-    trackeval section (``umdd``) is most likely a typo and is named in a warning."""
+def _misspelt(value: Any, section: Any) -> bool:
+    """A user's top-level entry looks like a misspelt trackeval section: a mapping holding at least one of the
+    section's own keys (``umdd: {nsd_tolerance_mm: 2}``). The user's own sections whose names are merely close
+    (``train: {lr: 0.01}`` beside ``tracking``) do not: their keys are not the section's."""
+    fields = getattr(getattr(section, "annotation", None), "model_fields", None)
+    return isinstance(value, dict) and bool(fields) and any(str(k) in fields for k in value)
+
+
+def _own_sections(tree: dict[str, Any], sections: dict[str, Any], path: Path) -> dict[str, Any]:
+    """The top-level keys of a config file that are trackeval sections (``sections``: the model's fields). A
+    params.yaml is shared with the user's own stages (DVC repositories have one), so any other key is theirs and
+    ignored; one that is a near miss of a trackeval section's name and holds some of that section's keys
+    (``umdd: {nsd_tolerance_mm: 2}``) is most likely a typo and is named in a warning (:func:`_misspelt`)."""
     known = list(sections)
     for key in sorted(set(tree) - set(known)):
         close = difflib.get_close_matches(str(key), known, n=1, cutoff=0.75)
-        if close:
+        if close and _misspelt(tree[key], sections[close[0]]):
             log.warning(
                 "config file %s: top-level key %r is not a trackeval section and is ignored (did you mean %r?)",
                 path,
@@ -125,9 +133,9 @@ def parse_config(model: type[C], path: Path | None = None, overrides: list[str] 
 
     The file may be a shared ``params.yaml``: trackeval reads its own sections (the shared ones and each
     registered unit's) and ignores every other top-level key (the ``pipeline`` section, the user's own stages'
-    sections; a near miss of a trackeval section is a warning with "did you mean"); unknown keys *inside* its
-    sections stay errors, and so does an unknown section in an override. Overrides use dotted keys
-    (``umd.nsd_tolerance_mm=2``) and YAML values (``umd.labels={liver: 1}``).
+    sections; a near miss of a trackeval section's name that holds its keys is a warning with "did you mean");
+    unknown keys *inside* its sections stay errors, and so does an unknown section in an override. Overrides use
+    dotted keys (``umd.nsd_tolerance_mm=2``) and YAML values (``umd.labels={liver: 1}``).
     Raises :class:`ConfigError` naming the file and field on any problem, a key repeated in the file or in a
     ``--set`` value included (:func:`trackeval.config.loader.load_yaml`).
     """

@@ -42,7 +42,9 @@ from trackeval.api import load_config
 from trackeval.config.loader import load_yaml
 from trackeval.errors import ConfigError, InputError, TrackevalError
 from trackeval.io.atomic import write_files
+from trackeval.io.redact import redact_uri, without_userinfo
 from trackeval.io.structured import read_limited
+from trackeval.pipeline.offline_plots import HTML_TEMPLATE, PAGE, page
 from trackeval.pipeline.yaml_text import (
     TextEdit,
     child,
@@ -70,7 +72,11 @@ PLOT_TEMPLATES = {
     "roc": ("trackeval_roc_readers", "fpr", "tpr"),
 }
 PARAMS, DVC = "params.yaml", "dvc.yaml"
-IGNORED = (".trackeval-cache/", "mlflow.db", "mlflow.db.trackeval.lock", "mlartifacts/", "work/gate/")
+#: what the evaluate stages iterate over (DVC templating reads params.yaml): adding a version is one line there
+VERSIONS = "${pipeline.versions}"
+#: the lines init adds to .gitignore: the local MLflow store, its lock and artifacts, the case cache, the gate's
+#: machine-local verdict and the page ``dvc plots show`` writes
+IGNORED = (".trackeval-cache/", "mlflow.db", "mlflow.db.trackeval.lock", "mlartifacts/", "work/gate/", "dvc_plots/")
 #: the config sections every trackeval stage reads besides the units' own
 SHARED_SECTIONS = ("bootstrap", "tracking", "gate")
 
@@ -112,13 +118,14 @@ def _inputs(evaluation: str, unit_name: str) -> dict[str, str]:
 
 
 def _stages(p: Plan) -> dict[str, Any]:
-    """The trackeval stages of dvc.yaml (DVC's ``foreach``/``${item}`` syntax)."""
+    """The trackeval stages of dvc.yaml (DVC's ``foreach``/``${item}`` syntax; ``foreach`` over
+    ``${pipeline.versions}``, so the versions are listed once, in params.yaml)."""
     stages: dict[str, Any] = {}
     for evaluation, unit_name in p.evaluations.items():
         deps = [v.replace("{version}", "${item}") for v in _inputs(evaluation, unit_name).values()]
         out = f"work/eval/{evaluation}/${{item}}"
         stages[f"trackeval_evaluate_{evaluation}"] = {
-            "foreach": list(p.versions),
+            "foreach": VERSIONS,  # the one list of versions: params.yaml's pipeline.versions
             "do": {
                 "cmd": f"trackeval pipeline evaluate --benchmark {evaluation} --version ${{item}}",
                 "deps": deps,
@@ -317,19 +324,6 @@ def _plots(p: Plan) -> list[dict[str, Any]]:
     return out
 
 
-def _templates(root: Path, force: bool) -> list[_Edit]:
-    """trackeval's plot templates in ``.dvc/plots/`` (an existing one that differs is kept without ``force``)."""
-    out = []
-    for src in sorted(TEMPLATES.glob("*.json")):
-        path = root / ".dvc" / "plots" / src.name
-        text = src.read_text(encoding="utf-8")
-        if path.exists() and path.read_text(encoding="utf-8") != text and not force:
-            out.append((path, path.read_text(encoding="utf-8"), f".dvc/plots/{src.name}: differs, kept (--force)"))
-        else:
-            out.append((path, text, f".dvc/plots/{src.name}: written"))
-    return out
-
-
 def _default_sections(p: Plan) -> dict[str, Any]:
     """``pipeline`` for the plan, then the shared and the units' config sections with their defaults."""
     defaults = load_config().model_dump(mode="json")
@@ -386,7 +380,7 @@ def _params_yaml(root: Path, p: Plan, force: bool) -> _Edit:
 def _gitignore(root: Path) -> _Edit:
     path, old = _read(root, ".gitignore")
     text = old or ""
-    have = {line.strip() for line in text.splitlines()}
+    have = {line.strip().lstrip("/") for line in text.splitlines()}  # `/dvc_plots/` covers `dvc_plots/` here
     missing = [line for line in IGNORED if line not in have]
     new = text + ("\n" if text and not text.endswith("\n") else "") + "".join(f"{m}\n" for m in missing)
     return _Edit(
@@ -426,17 +420,50 @@ def _workflow(root: Path, p: Plan, force: bool) -> _Edit:
 
 
 def _templates(root: Path, force: bool) -> list[_Edit]:
-    """trackeval's plot templates in ``.dvc/plots/`` (an existing one that differs is kept without ``force``)."""
+    """trackeval's plot templates and the offline HTML page (:func:`~trackeval.pipeline.offline_plots.page`) in
+    ``.dvc/plots/`` (an existing one that differs is kept without ``force``)."""
+    files = {f".dvc/plots/{src.name}": src.read_text(encoding="utf-8") for src in sorted(TEMPLATES.glob("*.json"))}
+    files[PAGE.as_posix()] = page()
     out = []
-    for src in sorted(TEMPLATES.glob("*.json")):
-        shown = f".dvc/plots/{src.name}"
+    for shown, text in files.items():
         path, old = _read(root, shown)
-        text = src.read_text(encoding="utf-8")
         if old is not None and old != text and not force:
             out.append(_Edit(shown, path, old, old, f"{shown}: differs, kept (--force)"))
         else:
             out.append(_Edit(shown, path, old, text, f"{shown}: written"))
     return out
+
+
+_SECTION = re.compile(r"^\s*\[\s*['\"]?([^'\"\]]*?)['\"]?\s*\]\s*$")
+_SETTING = re.compile(r"^\s*html_template\s*=\s*(.*?)\s*$")
+
+
+def _dvc_config(root: Path, force: bool) -> _Edit:
+    """``.dvc/config`` (DVC's INI file) with ``[plots] html_template`` naming the offline page, so ``dvc plots
+    show`` draws without network; its other lines are kept byte for byte. Another template already named there is
+    kept without ``force``; the file is created when missing."""
+    shown = ".dvc/config"
+    path, old = _read(root, shown)
+    text = old or ""
+    lines = text.splitlines(keepends=True)
+    setting, done = f"    html_template = {HTML_TEMPLATE}\n", f"{shown}: plots.html_template = {HTML_TEMPLATE}"
+    sections = [(i, m.group(1)) for i, line in enumerate(lines) if (m := _SECTION.match(line))]
+    start = next((i for i, name in sections if name == "plots"), None)
+    if start is None:
+        new = text + ("\n" if text and not text.endswith("\n") else "") + "[plots]\n" + setting
+        return _Edit(shown, path, old, new, f"{done} (dvc plots show works offline)")
+    end = next((i for i, _ in sections if i > start), len(lines))
+    found = [(i, m.group(1)) for i in range(start + 1, end) if (m := _SETTING.match(lines[i]))]
+    at, current = found[0] if found else (None, None)
+    if current == HTML_TEMPLATE:
+        return _Edit(shown, path, old, text, f"{done}: already set")
+    if current is not None and not force:
+        return _Edit(shown, path, old, text, f"{shown}: plots.html_template is {current!r}, kept (--force)")
+    if at is None:
+        lines.insert(start + 1, setting)
+    else:
+        lines[at] = setting
+    return _Edit(shown, path, old, "".join(lines), f"{done} (dvc plots show works offline)")
 
 
 def _modes(root: Path, changes: list[_Edit], force: bool) -> dict[Path, int]:
@@ -463,6 +490,36 @@ def _modes(root: Path, changes: list[_Edit], force: bool) -> dict[Path, int]:
     return modes
 
 
+#: the files init writes that belong in git (DVC git-ignores the cached outputs itself)
+COMMIT_NOW = (PARAMS, DVC, ".gitignore", ".dvc/config", ".dvc/plots/", WORKFLOW.as_posix())
+#: the outputs of the evaluate stages that DVC does not cache (``cache: false``): committed after ``dvc repro``,
+#: so ``dvc metrics diff`` and ``dvc plots diff`` read them from git in review
+COMMIT_AFTER_REPRO = ("metrics.json", "headline.json", "plot.csv", "plots/")
+
+
+def next_steps(root: Path) -> list[str]:
+    """What to do after :func:`init`: the inputs to edit, the files to commit now and after ``dvc repro``, how
+    to add a version, and how to open the MLflow UI (for a local store: the ``mlflow ui`` command that serves it,
+    beside the address; for a server: its address without userinfo). Reads ``root/params.yaml``'s tracking
+    section (the user's, when init kept it)."""
+    uri = load_config(root / PARAMS).tracking.uri
+    if uri.startswith(("http://", "https://")):
+        ui = f"MLflow UI: {redact_uri(without_userinfo(uri))}"
+    else:
+        ui = f"MLflow UI: run `mlflow ui --backend-store-uri {redact_uri(uri)}`, then open http://127.0.0.1:5000"
+    after = ", ".join(f"work/eval/*/*/{name}" for name in COMMIT_AFTER_REPRO)
+    return [
+        "next: edit the inputs under pipeline.evaluations in params.yaml, then `dvc repro` and "
+        "`trackeval pipeline verdict`",
+        f"commit now: {' '.join(COMMIT_NOW)}",
+        f"commit after `dvc repro`: dvc.lock and the outputs DVC does not cache (cache: false) {after} "
+        "(`dvc metrics diff` and `dvc plots diff` read them from git; DVC git-ignores the cached ones)",
+        "add a version: append it to pipeline.versions in params.yaml (every trackeval stage follows), and its "
+        "plot.csv to each trackeval_* plot in dvc.yaml to draw it there (docs/pipeline.md, 'Add a version')",
+        f"{ui} (the track stage prints the experiment's link)",
+    ]
+
+
 def init(root: Path, p: Plan, *, force: bool = False) -> list[str]:
     """Set up trackeval's stages in the repository at ``root`` (module docstring); one line per file.
 
@@ -479,7 +536,7 @@ def init(root: Path, p: Plan, *, force: bool = False) -> list[str]:
     if not (root / ".git").exists():
         raise ConfigError(f"{root.resolve().name or root}: not a git repository (run `git init` and `dvc init` first)")
     edits = [_params_yaml(root, p, force), _dvc_yaml(root, p, force), _gitignore(root), _workflow(root, p, force)]
-    edits += _templates(root, force)
+    edits += [*_templates(root, force), _dvc_config(root, force)]
     changes = [e for e in edits if e.new != e.old]
     modes = _modes(root, changes, force)
     write_files({e.path: e.new.encode("utf-8") for e in changes}, modes=modes)
