@@ -209,6 +209,8 @@ ALLOWED: dict[str, set[str]] = {
     # the Python API: evaluate, and the loop the track/compare/promote/verify commands run, without the terminal
     "api": {"benchmarks", "gate", "stats", "metrics", "io", "engine", "audit", "tracking", "attest"},
     "demo": {"metrics", "io", "engine", "stats", "benchmarks"},
+    # the MLflow evaluator plug-in: a unit's inputs from MLflow's dataset, scored by the API, logged by tracking
+    "mlflow_evaluator": {"api", "tracking", "io"},
 }
 
 
