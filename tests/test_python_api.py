@@ -99,8 +99,8 @@ def test_evaluate_write_track_in_an_active_run_compare_promote_verify(api_config
     statuses = trackeval.verify("seg", config=cfg)
     assert all(isinstance(s, AliasStatus) for s in statuses)
     assert {s.alias: (s.label, s.problem) for s in statuses}["champion"] == ("improved", None)
-    with pytest.raises(InputError, match="already the champion"):
-        trackeval.promote("seg", "improved", config=cfg)
+    again = trackeval.promote("seg", "improved", config=cfg)  # idempotent: the recorded decision, nothing moved
+    assert again.verdict == "pass" and again.candidate == "improved" and again.champion == "champion"
     with pytest.raises(InputError, match="did you mean 'seg'"):
         trackeval.verify("sge", config=cfg)
     with pytest.raises(InputError, match=r"or pass replace=True \(") as refused:  # Python's wording, not --replace

@@ -199,7 +199,7 @@ ALLOWED: dict[str, set[str]] = {
     "engine": {"io"},
     "audit": {"io"},
     "benchmarks": {"metrics", "io", "stats", "engine", "audit"},
-    "gate": {"stats", "metrics"},
+    "gate": {"stats", "metrics", "io"},  # io.escape only: escape_html for the notebook view (gate.display)
     "plotdata": {"metrics", "stats"},  # the rows behind figures: curves and bins through the metric kernels
     # the report draws and prints what results hold: it computes no metric (no metrics/, no stats/)
     # signed decisions (keys, DSSE, in-toto statements) and the audit trail's data: no store, no terminal

@@ -52,16 +52,17 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from pydantic import BaseModel, ValidationError, create_model
 
 from trackeval.config import EvalConfig, parse_config
-from trackeval.errors import ConfigError, InputError
+from trackeval.errors import ConfigError, InputError, debug_from_env, log_levels
 from trackeval.gate.policy import gate_policies
 from trackeval.io.results_folder import OUTPUT_FILES, write_outputs
 from trackeval.registry import hook, unit, units
@@ -261,6 +262,26 @@ def _config(config: EvalConfig | None) -> EvalConfig:
     return config if config is not None else load_config()
 
 
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _quiet_mlflow(function: Callable[_P, _R]) -> Callable[_P, _R]:
+    """``function`` (one that reaches MLflow) with MLflow's INFO lines (``Creating initial MLflow database
+    tables...``, alembic's migrations) off the caller's terminal while it runs, as in the CLI; shown with
+    ``TRACKEVAL_DEBUG=1`` (:func:`trackeval.errors.log_levels`). MLflow is imported first, so its loggers keep
+    their own level for the caller's code afterwards."""
+
+    @functools.wraps(function)
+    def quiet(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        import mlflow  # noqa: F401 - configures its loggers before log_levels saves and sets them
+
+        with log_levels(debug_from_env()):
+            return function(*args, **kwargs)
+
+    return quiet
+
+
 def write_results(result: BenchmarkResult, folder: str | Path) -> dict[str, Path]:
     """Write ``result`` as a results folder (results.json, metrics.json, cases.parquet: what ``trackeval
     track`` and ``compare`` read), creating ``folder`` (a ``str`` or a ``Path``); returns ``{file name: path}``.
@@ -316,6 +337,7 @@ def _folders(results: BenchmarkResult | str | Path | Sequence[str | Path], scrat
     return out
 
 
+@_quiet_mlflow
 def track(
     results: BenchmarkResult | str | Path | Sequence[str | Path],
     *,
@@ -329,8 +351,12 @@ def track(
     ``challenger`` alias. ``model`` / ``version`` override the ones recorded in the results. Idempotent.
     Inside an active MLflow run, links the evaluation to it (module docstring).
 
+    Messages name this function's parameters (``pass replace=True``), never the temporary folder a result
+    object is written to for tracking (``results[0]`` instead).
+
     Raises:
-        InputError: a folder does not verify, or the model or version is missing or refused.
+        InputError: a folder does not verify, or the model or version is missing or refused (other results
+            already tracked for the version: ``replace=True`` re-points it).
         TrackingError: MLflow failed (the results stay on disk; calling again completes the work).
     """
     import mlflow
@@ -347,10 +373,25 @@ def track(
     named = {k: v for k, v in (("name", model), ("version", version)) if v}
     with tempfile.TemporaryDirectory(prefix="trackeval-results-") as scratch:
         folders = _folders(results, Path(scratch))
-        outcomes = track_results(folders, cfg.tracking, named or None, replace=replace)
+        try:
+            outcomes = track_results(folders, cfg.tracking, named or None, replace=replace)
+        except InputError as exc:
+            _hide_scratch(exc, Path(scratch), isinstance(results, (list, tuple)))
+            raise
         if active is not None:
             _link_active(Mlflow(cfg.tracking), active.info.run_id, outcomes, folders)
     return outcomes
+
+
+def _hide_scratch(exc: InputError, scratch: Path, listed: bool) -> None:
+    """Take the temporary folder a result object was written to (``scratch/result_<i>``, gone after the call) out
+    of ``exc``: no ``file=`` inside it, and the result's argument (``results``, or ``results[i]`` when ``listed``)
+    wherever the message names a path inside it."""
+    if exc.file and Path(exc.file).is_relative_to(scratch):
+        exc.file = None
+    pattern = re.escape(str(scratch)) + r"[/\\]result_(\d+)[^\s,;\]]*"
+    exc.message = re.sub(pattern, lambda m: f"results[{m[1]}]" if listed else "results", exc.message)
+    exc.args = (str(exc),)
 
 
 def _link_active(ml: Mlflow, active_id: str, outcomes: list[Tracked], folders: list[Path]) -> None:
@@ -373,6 +414,7 @@ def _link_active(ml: Mlflow, active_id: str, outcomes: list[Tracked], folders: l
         ml.call("log_batch", ml.client.log_batch, active_id, metrics=batch[start : start + 1000])
 
 
+@_quiet_mlflow
 def compare(a: str | Path, b: str | Path, *, config: EvalConfig | None = None) -> list[BenchmarkComparison]:
     """Paired comparisons ``a - b`` of every unit both were evaluated on, each on its gate's primary metric
     (``trackeval compare``): ``a`` / ``b`` are ``NAME@ALIAS``, ``NAME/VERSION``, a run id or a results folder.
@@ -390,6 +432,7 @@ def compare(a: str | Path, b: str | Path, *, config: EvalConfig | None = None) -
     return comparisons
 
 
+@_quiet_mlflow
 def promote(
     model: str, candidate: str | int, *, dry_run: bool = False, config: EvalConfig | None = None
 ) -> Decision | None:
@@ -399,10 +442,18 @@ def promote(
     candidate); pass or fail, the decision is recorded. ``dry_run``: the decision that would be taken, nothing
     recorded or moved (None when the candidate is already the champion and has no ``@previous``).
 
+    Idempotent, as :func:`track` is (a notebook run again): when ``candidate`` is already ``@champion`` and the
+    decision that made it so still holds (as :func:`verify` checks it: its record agrees with itself, signed by
+    one of ``gate.trusted_keys`` when any is configured, and the evidence of both sides is unchanged), that
+    recorded decision is returned and nothing is recorded or moved. (The CLI's ``trackeval promote`` still
+    refuses it, exit 2.)
+
     Raises:
         TypeError: an argument of the wrong type, naming it and what it accepts.
-        InputError: no such model or version, or the candidate is already the champion (not with ``dry_run``).
+        InputError: no such model or version, or the candidate is the champion without a decision that still
+            holds (moved outside the gate; not with ``dry_run``).
     """
+    from trackeval.attest.keys import load_trusted
     from trackeval.tracking.gatekeeper import Gate
 
     _model("promote", model)
@@ -410,9 +461,15 @@ def promote(
     check_argument("promote", "dry_run", dry_run, bool, "True or False")
     check_config("promote", config)
     cfg = _config(config)
-    return Gate.from_config(cfg).promote(model, candidate, dry_run=dry_run).decision
+    gate = Gate.from_config(cfg)
+    if not dry_run:
+        standing = gate.standing(model, candidate, load_trusted(list(cfg.gate.trusted_keys)))
+        if standing is not None:
+            return standing.decision
+    return gate.promote(model, candidate, dry_run=dry_run).decision
 
 
+@_quiet_mlflow
 def verify(
     model: str, *, config: EvalConfig | None = None, trusted_keys: Sequence[str | Path] = ()
 ) -> list[AliasStatus]:

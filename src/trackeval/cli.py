@@ -14,7 +14,7 @@ Exit codes (every failure is one line on stderr, ``trackeval: error: ...``, neve
 
 ``trackeval --debug <command> ...`` (or ``TRACKEVAL_DEBUG=1``) also prints the traceback before the line, and
 trackeval's DEBUG log lines and MLflow's (and its database migrations') INFO lines, which are otherwise kept
-off the terminal (:func:`log_levels`).
+off the terminal (:func:`trackeval.errors.log_levels`, as in the Python API).
 The mapping is :func:`trackeval.errors.describe_failure`. No secret is printed: standard output and error, the
 log handlers and the error line go through :mod:`trackeval.io.redact` (URI userinfo, MLflow's credential
 variables, anything that looks like a password or token). Building the parser imports only the units'
@@ -24,12 +24,10 @@ declarations (no torch, MONAI, MLflow, Dask or DVC).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import gc
 import logging
-import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn
 
@@ -40,13 +38,8 @@ from trackeval.commands import evaluate as evaluate_commands
 from trackeval.commands import leaderboard as leaderboard_commands
 from trackeval.commands import pipeline as pipeline_commands
 from trackeval.commands import tracking as tracking_commands
-from trackeval.errors import DEBUG_ENV, cli_caller, debug_from_env, report_failure
+from trackeval.errors import DEBUG_ENV, cli_caller, debug_from_env, log_levels, report_failure
 from trackeval.io.redact import install_log_filter, redact, redacted_output
-
-#: MLflow's own loggers (``alembic``: its database migrations): WARNING unless ``--debug`` (:func:`log_levels`)
-QUIET_LOGGERS = ("mlflow", "alembic")
-#: the variable MLflow reads its loggers' level from when it is imported
-MLFLOW_LEVEL_ENV = "MLFLOW_LOGGING_LEVEL"
 
 #: argparse ``dest`` of the second word of a command (``evaluate umd``, ``pipeline train``)
 _SUBCOMMAND = {"evaluate": "benchmark", "audit": "audit_benchmark", "data": "dataset", "pipeline": "stage"}
@@ -141,35 +134,6 @@ def _main(argv: list[str]) -> int:
         raise
     except BaseException as exc:  # the one boundary: KeyboardInterrupt and GeneratorExit too
         return report_failure(exc, command, debug=debug, clean=redact)
-
-
-@contextlib.contextmanager
-def log_levels(debug: bool) -> Iterator[None]:
-    """While a command runs: with ``debug``, trackeval's loggers at DEBUG and MLflow's and alembic's (database
-    migrations) at INFO; without, MLflow's and alembic's at WARNING, so their INFO lines (``Creating initial
-    MLflow database tables...``) stay off the terminal. MLflow sets its loggers' levels when it is imported (from
-    ``MLFLOW_LOGGING_LEVEL``), which is lazy: without ``debug`` that variable says WARNING for the command; with
-    it MLflow is imported first. Levels and the variable are restored afterwards (``main`` may run many times in
-    one process)."""
-    if debug:
-        import mlflow  # noqa: F401 - configures its loggers now, so the levels below are not overwritten later
-    levels = {"trackeval": logging.DEBUG} if debug else {}
-    levels |= dict.fromkeys(QUIET_LOGGERS, logging.INFO if debug else logging.WARNING)
-    saved = {name: logging.getLogger(name).level for name in levels}
-    saved_env = os.environ.get(MLFLOW_LEVEL_ENV)
-    if not debug:
-        os.environ[MLFLOW_LEVEL_ENV] = "WARNING"
-    for name, level in levels.items():
-        logging.getLogger(name).setLevel(level)
-    try:
-        yield
-    finally:
-        for name, level in saved.items():
-            logging.getLogger(name).setLevel(level)
-        if saved_env is None:
-            os.environ.pop(MLFLOW_LEVEL_ENV, None)
-        else:
-            os.environ[MLFLOW_LEVEL_ENV] = saved_env
 
 
 def run() -> NoReturn:

@@ -1,15 +1,45 @@
 """Exceptions with enough context for a one-line, actionable error message, and the mapping of any exception
-that reaches a command-line boundary to an exit status and one line (:func:`report_failure`)."""
+that reaches a command-line boundary to an exit status and one line (:func:`report_failure`).
+
+Every exception the documentation names is importable from here (:data:`__all__`):
+
+* :class:`TrackevalError`: the base class of every deliberate error (exit 2 in the CLI);
+* :class:`InputError`: bad input, naming the file, case and field; :class:`WorkerDied`, an ``InputError``: a worker
+  process died while scoring, naming the cases;
+* :class:`ConfigError`: a bad params file, override or protocol switch;
+* :class:`OutputError`: the outputs could not be written;
+* :class:`TrackingError`: MLflow could not be reached or refused a call (redacted message).
+
+Messages are written once and name options as the caller passes them (:func:`spoken`, :func:`worded`): ``pass
+--replace`` in the CLI, ``pass replace=True`` in Python. What ``--debug`` shows is decided here too: tracebacks
+(:func:`report_failure`) and MLflow's own log lines (:func:`log_levels`, used by the CLI and the Python API).
+"""
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
+import logging
 import os
 import re
 import sys
 import traceback
 from collections.abc import Callable, Iterator
+
+__all__ = [
+    "ConfigError",
+    "InputError",
+    "OutputError",
+    "TrackevalError",
+    "TrackingError",
+    "WorkerDied",
+    "cli_caller",
+    "describe_failure",
+    "log_levels",
+    "report_failure",
+    "spoken",
+    "worded",
+]
 
 #: who is calling: ``python`` (the library, the default) or ``cli`` (set by :func:`trackeval.cli.main` while a
 #: command runs, :func:`cli_caller`). Messages are written once, naming the CLI's options; :func:`spoken` says
@@ -24,6 +54,8 @@ PYTHON_SPELLING = (
     ("--replace", "replace=True"),
     ("--dry-run", "dry_run=True"),
     ("--trusted-key", "trusted_keys="),
+    ("run `trackeval track` first", "track a version first (trackeval.track)"),
+    ("run `trackeval promote` again", "call trackeval.promote again"),
 )
 _SPELLING = re.compile("|".join(rf"(?<![\w-]){re.escape(flag)}(?![\w-])" for flag, _ in PYTHON_SPELLING))
 
@@ -45,6 +77,17 @@ def spoken(message: str) -> str:
         return message
     python = dict(PYTHON_SPELLING)
     return _SPELLING.sub(lambda m: python[m.group(0)], message)
+
+
+def worded(cli: str, python: str) -> str:
+    """``cli`` when the CLI is calling, else ``python``: for a phrase whose Python form is not a respelling of
+    its flags (:func:`spoken`), such as the command line to run again, which names the folders given to the
+    CLI, where a Python caller may have passed result objects (written to a temporary folder it never saw).
+
+    >>> worded("run `trackeval track out/v1` again", "call trackeval.track again")
+    'call trackeval.track again'
+    """
+    return cli if CALLER.get() == "cli" else python
 
 
 class TrackevalError(Exception):
@@ -131,6 +174,43 @@ DEBUG_ENV = "TRACKEVAL_DEBUG"
 def debug_from_env() -> bool:
     """Whether :data:`DEBUG_ENV` asks for tracebacks."""
     return os.environ.get(DEBUG_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+#: MLflow's own loggers (``alembic``: its database migrations): WARNING unless ``--debug`` (:func:`log_levels`)
+QUIET_LOGGERS = ("mlflow", "alembic")
+#: the variable MLflow reads its loggers' level from when it is imported
+MLFLOW_LEVEL_ENV = "MLFLOW_LOGGING_LEVEL"
+
+
+@contextlib.contextmanager
+def log_levels(debug: bool) -> Iterator[None]:
+    """While a command (or a Python API call) runs: with ``debug``, trackeval's loggers at DEBUG and MLflow's and
+    alembic's (database migrations) at INFO; without, MLflow's and alembic's at WARNING, so their INFO lines
+    (``Creating initial MLflow database tables...``) stay off the terminal. MLflow sets its loggers' levels when
+    it is imported (from ``MLFLOW_LOGGING_LEVEL``), which is lazy: without ``debug`` that variable says WARNING
+    for the command; with it MLflow is imported first. Levels and the variable are restored afterwards (``main``
+    may run many times in one process). The CLI wraps every command in it, the Python API each call that reaches
+    MLflow (``trackeval.track``, ``compare``, ``promote``, ``verify``; ``debug`` from :data:`DEBUG_ENV`),
+    importing MLflow first: its loggers keep their own level (INFO) for the caller's code after the call."""
+    if debug:
+        import mlflow  # noqa: F401 - configures its loggers now, so the levels below are not overwritten later
+    levels = {"trackeval": logging.DEBUG} if debug else {}
+    levels |= dict.fromkeys(QUIET_LOGGERS, logging.INFO if debug else logging.WARNING)
+    saved = {name: logging.getLogger(name).level for name in levels}
+    saved_env = os.environ.get(MLFLOW_LEVEL_ENV)
+    if not debug:
+        os.environ[MLFLOW_LEVEL_ENV] = "WARNING"
+    for name, level in levels.items():
+        logging.getLogger(name).setLevel(level)
+    try:
+        yield
+    finally:
+        for name, level in saved.items():
+            logging.getLogger(name).setLevel(level)
+        if saved_env is None:
+            os.environ.pop(MLFLOW_LEVEL_ENV, None)
+        else:
+            os.environ[MLFLOW_LEVEL_ENV] = saved_env
 
 
 def _one_line(text: str, clean: Callable[[str], str] | None = None) -> str:

@@ -18,12 +18,15 @@ import json
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from trackeval.errors import InputError
+
+if TYPE_CHECKING:  # pandas is imported by to_frame only: evaluate and the CLI's --help stay light
+    import pandas as pd
 
 #: Results schema version: the major part changes when a field is removed, renamed or changes meaning; the minor
 #: part when an optional field is added or an interval's method changes (1.1: ``task`` and ``plots``; 1.2:
@@ -280,6 +283,42 @@ class BenchmarkResult(_Model):
     def to_json(self) -> str:
         """Deterministic JSON (sorted keys, no timestamps): same inputs + config -> same bytes."""
         return json.dumps(self.model_dump(mode="json"), sort_keys=True, indent=1, allow_nan=False) + "\n"
+
+    def case_rows(self) -> tuple[list[dict[str, str | float | None]], frozenset[str]]:
+        """The rows of ``cases.parquet`` and of :meth:`to_frame`: one per case x item (organ, region, finding...),
+        ``{"case_id", "subject_id", "status", <each case group>, <item_kind>, <each metric of the item>}`` (a
+        group a case lacks is None; a metric is a float, None where the record holds null/NaN, absent where the
+        item has no such metric), and the names of the string columns (ids, status, groups, the item column;
+        the others are metrics). A case without items gives no row."""
+        rows: list[dict[str, str | float | None]] = []
+        group_cols = sorted({g for c in self.cases for g in c.groups})
+        for case in self.cases:
+            base: dict[str, str | float | None] = {"case_id": case.case_id, "subject_id": case.subject_id}
+            base["status"] = case.status
+            base.update({g: case.groups.get(g) for g in group_cols})
+            for item, metrics in case.metrics.items():
+                rows.append({**base, self.item_kind: item, **metrics})
+        return rows, frozenset({"case_id", "subject_id", "status", self.item_kind, *group_cols})
+
+    def to_frame(self) -> pd.DataFrame:
+        """The case records as a pandas DataFrame, one row per case x item: the columns ``case_id``,
+        ``subject_id``, ``status``, one per case group (``modality``, ``site``...; None where a case lacks it),
+        the item column (named :attr:`item_kind`: ``organ``, ``finding``...) and one float64 column per
+        per-item metric (NaN where not applicable or absent), in order of first appearance: the table
+        ``cases.parquet`` holds (:meth:`case_rows`), so ``pd.read_parquet`` of a results folder gives the same
+        frame. A result without any item gives an empty frame with the id, status, group and item columns.
+        Imports pandas (a dependency of trackeval's) on first use. A UMD result's mean Dice per organ, for
+        instance, is ``result.to_frame().groupby("organ")["dsc"].mean()``.
+        """
+        import pandas as pd
+
+        rows, strings = self.case_rows()
+        columns = list(dict.fromkeys(key for row in rows for key in row))
+        if not columns:
+            groups = sorted({g for c in self.cases for g in c.groups})
+            columns = ["case_id", "subject_id", "status", *groups, self.item_kind]
+        frame = pd.DataFrame(rows, columns=columns)
+        return frame.astype({c: "float64" for c in columns if c not in strings})
 
     def flat_metrics(self) -> dict[str, float]:
         """``{key: value}`` plus ``key/ci95_low``, ``key/ci95_high``, ``key/n_valid`` siblings.

@@ -39,15 +39,19 @@ methods (``BenchmarkComparison.method``), and a metric declared ``paired="none"`
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, Field
 
+from trackeval.gate import display
 from trackeval.gate.bootstrap_rows import corpus_rows, mean_rows
 from trackeval.gate.delong_rows import delong_rows
 from trackeval.gate.pairing import UNIT_AS_BENCHMARK, DeltaRow, Paired, pairing_problems, protocol_digest
 from trackeval.gate.policy import Policy
 from trackeval.results import BenchmarkResult, metric_key
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 class BenchmarkComparison(BaseModel):
@@ -73,6 +77,33 @@ class BenchmarkComparison(BaseModel):
     protocol_digest: str = ""
     problems: list[str]
     rows: list[DeltaRow]
+
+    def row_records(self) -> list[dict[str, object]]:
+        """Each row as ``{column: value}`` (:data:`~trackeval.gate.display.ROW_COLUMNS`: ``unit``, not the stored
+        ``benchmark``; no bootstrap replicates)."""
+        return [r.model_dump(by_alias=False, exclude={"samples"}) for r in self.rows]
+
+    def to_frame(self) -> pd.DataFrame:
+        """The rows as a pandas DataFrame, one per paired delta (candidate - baseline): the headline first
+        (``dimension`` and ``group`` empty), then each breakdown group; the columns
+        :data:`~trackeval.gate.display.ROW_COLUMNS`, the values, deltas, bounds, ``std_error`` and ``df`` as
+        float64 (NaN: none, e.g. no CI, or the bootstrap's se). No row when the results could not be paired
+        (``frame.attrs["problems"]`` says why). ``frame.attrs`` also holds ``metric``, ``candidate`` and
+        ``baseline`` (the labels) and ``method``. Imports pandas on first use."""
+        out = display.frame(self.row_records(), display.ROW_COLUMNS, display.FLOAT_COLUMNS)
+        out.attrs.update(
+            metric=self.metric,
+            candidate=self.candidate_label,
+            baseline=self.baseline_label,
+            method=self.method,
+            problems=list(self.problems),
+        )
+        return out
+
+    def _repr_html_(self) -> str:
+        """The comparison as an HTML fragment (Jupyter's rich display; every value escaped)."""
+        labels = (self.candidate_label, self.baseline_label)
+        return display.comparison_html(self.metric, labels, self.n_cases, self.problems, self.row_records())
 
 
 def compare_results(

@@ -36,16 +36,20 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from trackeval.config import GateConfig
+from trackeval.gate import display
 from trackeval.gate.compare import BenchmarkComparison, compare_results
 from trackeval.gate.pairing import UNIT_AS_BENCHMARK, DeltaRow
 from trackeval.gate.policy import Policy, PolicyRecord
 from trackeval.results import BenchmarkResult
 from trackeval.stats.paired import adjust_pvalues, bootstrap_pvalue, count_pvalue, normal_pvalue, resamples_for
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 class Check(BaseModel):
@@ -117,6 +121,43 @@ class Decision(BaseModel):
     def reasons(self) -> list[str]:
         """Details of the failed checks (empty on pass)."""
         return [f"{c.unit}: {c.name}: {c.detail}" for c in self.checks if not c.passed]
+
+    def to_frame(self) -> pd.DataFrame:
+        """The rows of every comparison, unit by unit, as one pandas DataFrame
+        (:meth:`BenchmarkComparison.to_frame`'s columns), with the worst-group guard's test of each group row
+        (:data:`~trackeval.gate.display.GROUP_COLUMNS`: ``margin``, ``p_value``, ``p_adjusted`` as float64,
+        ``passed``; NaN / None on the headline rows, whose checks are :attr:`checks`). Empty for a first
+        version (floors only: no comparison). ``frame.attrs``: ``model``, ``candidate``, ``champion``,
+        ``verdict`` and ``reasons``. Imports pandas on first use."""
+        tests = {(g.unit, g.key): g for g in self.group_tests}
+        rows = []
+        for comp in self.comparisons:
+            for row in comp.row_records():
+                test = tests.get((comp.unit, str(row["key"])))
+                rows.append({**row, **({c: getattr(test, c) for c in display.GROUP_COLUMNS} if test else {})})
+        columns = (*display.ROW_COLUMNS, *display.GROUP_COLUMNS)
+        out = display.frame(rows, columns, (*display.FLOAT_COLUMNS, "margin", "p_value", "p_adjusted"))
+        out.attrs.update(
+            model=self.model,
+            candidate=self.candidate,
+            champion=self.champion,
+            verdict=self.verdict,
+            reasons=self.reasons,
+        )
+        return out
+
+    def _repr_html_(self) -> str:
+        """The decision as an HTML fragment (Jupyter's rich display; every value escaped): verdict, checks,
+        notes, worst-group tests and the comparisons."""
+        heading = {"model": self.model, "candidate": self.candidate, "champion": self.champion}
+        groups = [[g.key, g.delta, g.margin, g.p_value, g.p_adjusted, g.passed] for g in self.group_tests]
+        return display.decision_html(
+            {**heading, "verdict": self.verdict},
+            [[c.name, c.unit, c.passed, c.detail] for c in self.checks],
+            self.notes,
+            groups,
+            [c._repr_html_() for c in self.comparisons],
+        )
 
 
 def audit_problems(result: BenchmarkResult) -> list[str]:

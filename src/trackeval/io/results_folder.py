@@ -70,14 +70,7 @@ def cases_table(result: BenchmarkResult) -> pa.Table:
     import pyarrow as pa
     import pyarrow.json as pa_json
 
-    rows = []
-    group_cols = sorted({g for c in result.cases for g in c.groups})
-    for case in result.cases:
-        base = {"case_id": case.case_id, "subject_id": case.subject_id, "status": case.status}
-        base.update({g: case.groups.get(g) for g in group_cols})
-        for item, metrics in case.metrics.items():
-            rows.append({**base, result.item_kind: item, **metrics})
-    strings = {"case_id", "subject_id", "status", result.item_kind, *group_cols}
+    rows, strings = result.case_rows()  # the rows of BenchmarkResult.to_frame too
     columns = dict.fromkeys(key for row in rows for key in row)
     schema = pa.schema([(c, pa.string() if c in strings else pa.float64()) for c in columns])
     if not rows:

@@ -58,7 +58,7 @@ from pathlib import Path
 from typing import Any
 
 from trackeval.config import TrackingConfig
-from trackeval.errors import InputError, TrackingError
+from trackeval.errors import InputError, TrackingError, worded
 from trackeval.io.hashing import sha256_bytes
 from trackeval.io.results_folder import RESULTS_JSON, read_results_files
 from trackeval.tracking.client import Mlflow, check_model_ref, store_lock, tracking_error, tracking_uri
@@ -274,8 +274,9 @@ def track_results(
                 out += [dataclasses.replace(t, aliases=withdrawn, replaced=marked.get(t.unit, "")) for t in tracked]
     except TrackingError as exc:
         where = " ".join(str(f) for f in folders)
-        raise tracking_error(
-            f"{exc}; the results stay on disk: run `trackeval track {where}` again to finish (it completes what "
-            "is missing)"
-        ) from exc
+        again = worded(
+            f"the results stay on disk: run `trackeval track {where}` again to finish",
+            "call trackeval.track again with the same results to finish",
+        )
+        raise tracking_error(f"{exc}; {again} (it completes what is missing)") from exc
     return out
