@@ -19,6 +19,7 @@ from trackeval.stats import bootstrap
 from trackeval.stats.bootstrap import (
     bootstrap_means,
     cluster_codes,
+    effective_units,
     expanded_pvalue,
     group_seed,
     interval_levels,
@@ -34,8 +35,9 @@ from trackeval.stats.paired import (
     paired_corpus,
     paired_delong,
     paired_headlines,
+    resamples_for,
 )
-from trackeval.stats.reduce import headline, mean_over, nan_mean, ratio
+from trackeval.stats.reduce import case_weights, headline, item_weights, mean_over, nan_mean, ratio
 
 TINY = 2.0**-20
 NAN = math.nan
@@ -265,6 +267,81 @@ def test_nan_aware_means():
     np.testing.assert_array_equal(units_per_column(valid, None), [2.0, 1.0])
     np.testing.assert_array_equal(units_per_column(valid, np.array([0, 0, 1])), [1.0, 1.0])
     assert units_per_column(valid, np.array([0, 1, 1])).dtype == np.float64
+
+
+# ------------------------------------------------------------------ the effective number of clusters
+
+
+def test_effective_units_of_equal_clusters_is_their_count_exactly():
+    # three subjects of two cases, each case 1/6 of the estimate
+    assert float(effective_units(np.full(6, 1 / 6), np.array([0, 0, 1, 1, 2, 2]))) == 3.0
+    # equal up to the rounding of their sums (0.1 + 0.2 != 0.3 in floating point): still exactly the count
+    assert float(effective_units(np.array([0.1, 0.2, 0.2, 0.1, 0.3]), np.array([0, 0, 1, 1, 2]))) == 3.0
+    assert float(effective_units(np.full(5, 0.2), None)) == 5.0  # every case its own cluster
+    # a cluster of no weight is no unit; nothing weighs anything: 0
+    assert float(effective_units(np.array([0.5, 0.5, 0.0]), np.array([7, 3, 5]))) == 2.0
+    assert float(effective_units(np.zeros(4), np.array([0, 0, 1, 1]))) == 0.0
+    assert effective_units(np.full(6, 1 / 6), np.array([0, 0, 1, 1, 2, 2])).shape == ()
+
+
+def test_effective_units_of_unequal_clusters_is_kish():
+    # sizes 1 and 3 of equal cases: (1 + 3)^2 / (1^2 + 3^2) = 16 / 10
+    assert float(effective_units(np.full(4, 0.25), np.array([0, 1, 1, 1]))) == pytest.approx(1.6, rel=1e-12)
+    labels = np.array(["b", "a", "a", "a"], dtype=object)
+    assert float(effective_units(np.full(4, 0.25), labels)) == pytest.approx(1.6, rel=1e-12)
+    # sizes 1, 2, 3: 36 / 14; weights need not sum to 1 (Kish is scale free)
+    codes = np.array([0, 1, 1, 2, 2, 2])
+    assert float(effective_units(np.full(6, 5.0), codes)) == pytest.approx(36 / 14, rel=1e-12)
+    # unequal cases without clusters: (1/2, 1/4, 1/4) -> 1 / (1/4 + 1/16 + 1/16) = 8/3
+    assert float(effective_units(np.array([0.5, 0.25, 0.25]), None)) == pytest.approx(8 / 3, rel=1e-12)
+    # beyond rounding (1e-6 apart) the clusters are unequal: Kish, 2 - (a - b)^2 / (a^2 + b^2), a hair below 2
+    near = float(effective_units(np.array([0.5, 0.5 + 1e-6]), None))
+    assert 2.0 - near == pytest.approx(1e-12 / 0.500001000001, rel=1e-3)
+    # per column: (n, k) -> (k,); column 1's cluster 0 weighs nothing, its other two the same
+    w = np.array([[0.25, 0.0], [0.25, 0.0], [0.25, 0.5], [0.25, 0.5]])
+    got = effective_units(w, np.array([0, 0, 1, 2]))
+    assert got.shape == (2,) and got[0] == pytest.approx(8 / 3, rel=1e-12) and got[1] == 2.0
+    assert effective_units(w, None).tolist() == [4.0, 2.0]
+
+
+def test_case_and_item_weights_are_each_cases_share_of_the_estimate():
+    valid = np.array([[1.0, 0.0, 0.0], [1.0, 1.0, 0.0], [0.0, 1.0, 0.0], [1.0, 1.0, 0.0]])
+    want = [[1 / 3, 0, 0], [1 / 3, 1 / 3, 0], [0, 1 / 3, 0], [1 / 3, 1 / 3, 0]]  # an item without value: 0
+    np.testing.assert_allclose(item_weights(valid), want, rtol=1e-15)
+    items = np.array([True, True, False])
+    # item_mean: the mean over the items of the item shares
+    np.testing.assert_allclose(case_weights(valid, items, "item_mean"), [1 / 6, 1 / 3, 1 / 6, 1 / 3], rtol=1e-15)
+    first = case_weights(valid, np.array([True, False, False]), "item_mean")
+    np.testing.assert_allclose(first, [1 / 3, 1 / 3, 0, 1 / 3], rtol=1e-15)
+    assert case_weights(valid, np.zeros(3, bool), "item_mean").tolist() == [0.0] * 4
+    # case_mean: each case with any value weighs the same
+    with_none = np.vstack([valid, np.zeros(3)])
+    assert case_weights(with_none, items, "case_mean").tolist() == [0.25, 0.25, 0.25, 0.25, 0.0]
+    assert case_weights(np.zeros((2, 3)), items, "case_mean").tolist() == [0.0, 0.0]
+
+
+def test_resamples_for_a_level_and_none_where_the_expanded_level_underflows():
+    # at 6 clusters Holm's first step over 5 groups (0.01) needs B = 8783 (test_gate_rules scans scipy for it)
+    assert resamples_for(0.01, 6, "expanded_percentile") == 8783
+    assert resamples_for(0.01, 6, "percentile") == 99  # (1 + 0) / (1 + B) <= 0.01
+    # 1 degree of freedom (an effective 1.6 clusters, or 2): Phi(sqrt(n/(n-1)) t_1) of 0.05/15 is 0.0 in floats
+    assert resamples_for(0.05 / 15, 1.6, "expanded_percentile") == math.inf
+    assert resamples_for(0.05 / 15, 2, "expanded_percentile") == math.inf
+
+
+def test_equal_clusters_with_every_value_expand_with_their_count():
+    # two scans per subject, every organ present: the intervals of bootstrap_means and paired_headlines are those
+    # of the cluster count (what they were before the effective number), bit for bit
+    rng = np.random.default_rng(4)
+    v, u = rng.uniform(size=(8, 3)), rng.uniform(size=(8, 3))
+    codes = np.repeat(np.arange(4), 2)
+    ci = bootstrap_means(v, 200, seed=1, clusters=codes, method="expanded_percentile")
+    reps = _replicates(v, _weights(8, 200, 1, codes))
+    levels = interval_levels(0.95, 4, "expanded_percentile")
+    assert ci.low.tolist() == [np.quantile(reps[:, j], levels)[0] for j in range(3)]
+    d = paired_headlines(v, u, reduction="item_mean", best=1.0, n_resamples=200, seed=1, clusters=codes)
+    assert d.n_effective == 4.0 and d.item_effective.tolist() == [4.0] * 3
+    assert d.low == np.quantile(d.samples, levels)[0]
 
 
 # ------------------------------------------------------------------ intervals recomputed from the same weights

@@ -449,11 +449,14 @@ def count_pvalue(on_h0: int, n: int, n_units: float = math.nan, method: Interval
     return float((1 + on_h0) / (1 + n))
 
 
-def resamples_for(level: float, n_units: float, method: IntervalMethod) -> int:
+def resamples_for(level: float, n_units: float, method: IntervalMethod) -> int | float:
     """The fewest replicates whose smallest p-value (:func:`count_pvalue` with none on the H0 side) is at most
-    ``level``: the inverse of the expansion is the one-sided level of :func:`interval_levels`."""
+    ``level``: the inverse of the expansion is the one-sided level of :func:`interval_levels`. ``math.inf`` where
+    no number does: at 1 degree of freedom (2 clusters, or an effective number below 3) the expanded level of a
+    small ``level`` is below the smallest float."""
     if method == "expanded_percentile":
-        return math.ceil(1.0 / interval_levels(1.0 - 2.0 * level, n_units, method)[0])
+        raw = interval_levels(1.0 - 2.0 * level, n_units, method)[0]
+        return math.ceil(1.0 / raw) if raw > 0.0 else math.inf
     return math.ceil(1.0 / level) - 1
 
 
