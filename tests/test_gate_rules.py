@@ -335,6 +335,19 @@ def test_expanded_percentile_rows_use_the_expanded_pvalue():
     assert plain.p_value == pytest.approx(4 / 21)
 
 
+def test_rows_with_an_effective_number_of_clusters_use_it_for_their_pvalues():
+    # the interval of a row of unequal clusters was expanded with Kish's 3.5 clusters (df floor(3.5) - 1 = 2), not
+    # its 8: the p-value must use the same, so that p <= alpha exactly when the bound excludes the margin
+    samples = [-0.5] * 17 + [0.0] * 3
+    row = _group_row("toy/dsc/by_organ/heart", samples, n_effective=3.5)
+    assert row.expansion_units == 3.5 and _group_row("toy/dsc/by_organ/heart", samples).expansion_units == 8.0
+    (g,) = _group_tests([_comparison([row], interval="expanded_percentile")], {"toy": _policy()}, GateConfig())
+    assert g.p_value == pytest.approx(t_dist.cdf(norm.ppf(3 / 20) / math.sqrt(3.5 / 2.5), 2), rel=1e-9)
+    # kept in memory like the replicates: a decision serialises n_units only
+    assert "n_effective" not in row.model_dump(mode="json") and "n_effective" not in repr(row)
+    assert row.model_dump(mode="json")["n_units"] == 8
+
+
 def test_delong_group_rows_use_the_one_sided_z_test_with_the_mirrored_margin():
     rows = [
         _group_row("toy/dsc/by_finding/a", None, delta=-0.375, std_error=0.125),
@@ -909,3 +922,20 @@ def test_guard_note_says_when_no_group_can_be_refused_and_what_would_let_one_be(
     # no floor for DeLong groups; nothing to refuse under the non-inferiority guard
     assert guard_resolution_note([_group_comparison(5, 6, "delong")], 5, GateConfig(n_resamples=100)) is None
     assert guard_resolution_note(five, 5, GateConfig(n_resamples=100, group_test="noninferiority")) is None
+
+
+def test_guard_note_reads_the_effective_number_of_clusters():
+    """5 groups of 6 subjects whose unequal sizes give 5.5 effective clusters (df 4): the smallest p-value is
+    the 1/B expanded with 5.5, reaching Holm's 0.01 from B = 58194 on (found by bisection on scipy's t and
+    normal)."""
+    comp = _group_comparison(5, 6)
+    five = [comp.model_copy(update={"rows": [r.model_copy(update={"n_effective": 5.5}) for r in comp.rows]})]
+    note = guard_resolution_note(five, 5, GateConfig(n_resamples=58193))
+    assert note is not None and "at 5.5 clusters" in note and "gate.n_resamples >= 58194 would let one be" in note
+    assert guard_resolution_note(five, 5, GateConfig(n_resamples=58194)) is None
+    # the shown number is rounded to 2 decimals
+    odd = [comp.model_copy(update={"rows": [r.model_copy(update={"n_effective": 5.4567}) for r in comp.rows]})]
+    assert "at 5.46 clusters" in guard_resolution_note(odd, 5, GateConfig(n_resamples=2000))
+    # below 3 effective clusters (1 degree of freedom) no number of resamples would do: more subjects
+    few = [comp.model_copy(update={"rows": [r.model_copy(update={"n_effective": 1.6}) for r in comp.rows]})]
+    assert guard_resolution_note(few, 5, GateConfig(n_resamples=2000)).endswith("(more subjects)")

@@ -19,6 +19,7 @@ from trackeval.stats import bootstrap
 from trackeval.stats.bootstrap import (
     bootstrap_means,
     cluster_codes,
+    effective_units,
     expanded_pvalue,
     group_seed,
     interval_levels,
@@ -34,8 +35,9 @@ from trackeval.stats.paired import (
     paired_corpus,
     paired_delong,
     paired_headlines,
+    resamples_for,
 )
-from trackeval.stats.reduce import headline, mean_over, nan_mean, ratio
+from trackeval.stats.reduce import case_weights, headline, item_weights, mean_over, nan_mean, ratio
 
 TINY = 2.0**-20
 NAN = math.nan
@@ -118,12 +120,19 @@ def test_holm_steps_down_with_ties_and_keeps_the_input_order():
 
 def test_interval_levels_plain_and_expanded():
     assert interval_levels(0.9, 10, "percentile") == pytest.approx((0.05, 0.95))
-    # two units are enough to expand (the rule is n >= 2); fewer, or an unknown count, use the plain levels
+    # more than one unit expands (the rule is n > 1: an effective number of clusters may lie between 1 and 2,
+    # with 1 degree of freedom); one unit, or an unknown count, uses the plain levels
     lo2, hi2 = interval_levels(0.95, 2, "expanded_percentile")
     assert lo2 == pytest.approx(norm.cdf(math.sqrt(2) * t.ppf(0.025, 1)), rel=1e-12) and hi2 == pytest.approx(1 - lo2)
     assert lo2 < 0.025
-    assert interval_levels(0.95, 2 - TINY, "expanded_percentile") == pytest.approx((0.025, 0.975))
+    lo16, hi16 = interval_levels(0.95, 1.6, "expanded_percentile")  # sqrt(1.6 / 0.6), df 1
+    assert lo16 == pytest.approx(norm.cdf(math.sqrt(1.6 / 0.6) * t.ppf(0.025, 1)), rel=1e-12)
+    assert hi16 == pytest.approx(1 - lo16) and lo16 < lo2
+    assert interval_levels(0.95, 1, "expanded_percentile") == pytest.approx((0.025, 0.975))
     assert interval_levels(0.95, NAN, "expanded_percentile") == pytest.approx((0.025, 0.975))
+    # an effective n between whole numbers: the factor sqrt(n / (n - 1)) with floor(n) - 1 degrees of freedom
+    lo, hi = interval_levels(0.95, 9.4, "expanded_percentile")
+    assert lo == pytest.approx(norm.cdf(math.sqrt(9.4 / 8.4) * t.ppf(0.025, 8)), rel=1e-12) and hi == 1 - lo
     lo, hi = interval_levels(0.8, 5, "expanded_percentile")
     assert lo == pytest.approx(norm.cdf(math.sqrt(5 / 4) * t.ppf(0.1, 4)), rel=1e-12) and hi == pytest.approx(1 - lo)
 
@@ -141,7 +150,13 @@ def test_expanded_pvalue_edges():
     assert expanded_pvalue(0.0, 6, "expanded_percentile") == 0.0
     assert expanded_pvalue(1.0, 6, "expanded_percentile") == 1.0
     assert expanded_pvalue(0.5, 6, "expanded_percentile") == pytest.approx(0.5)
-    assert expanded_pvalue(0.01, 2 - TINY, "expanded_percentile") == 0.01
+    assert expanded_pvalue(0.01, 1, "expanded_percentile") == 0.01
+    assert expanded_pvalue(0.01, 1.6, "expanded_percentile") == pytest.approx(
+        t.cdf(norm.ppf(0.01) / math.sqrt(1.6 / 0.6), 1), rel=1e-12
+    )
+    assert expanded_pvalue(0.01, 9.4, "expanded_percentile") == pytest.approx(
+        t.cdf(norm.ppf(0.01) / math.sqrt(9.4 / 8.4), 8), rel=1e-12
+    )
     assert expanded_pvalue(0.01, NAN, "expanded_percentile") == 0.01
     assert expanded_pvalue(0.01, 6, "percentile") == 0.01
     two = expanded_pvalue(0.01, 2, "expanded_percentile")
@@ -254,6 +269,81 @@ def test_nan_aware_means():
     assert units_per_column(valid, np.array([0, 1, 1])).dtype == np.float64
 
 
+# ------------------------------------------------------------------ the effective number of clusters
+
+
+def test_effective_units_of_equal_clusters_is_their_count_exactly():
+    # three subjects of two cases, each case 1/6 of the estimate
+    assert float(effective_units(np.full(6, 1 / 6), np.array([0, 0, 1, 1, 2, 2]))) == 3.0
+    # equal up to the rounding of their sums (0.1 + 0.2 != 0.3 in floating point): still exactly the count
+    assert float(effective_units(np.array([0.1, 0.2, 0.2, 0.1, 0.3]), np.array([0, 0, 1, 1, 2]))) == 3.0
+    assert float(effective_units(np.full(5, 0.2), None)) == 5.0  # every case its own cluster
+    # a cluster of no weight is no unit; nothing weighs anything: 0
+    assert float(effective_units(np.array([0.5, 0.5, 0.0]), np.array([7, 3, 5]))) == 2.0
+    assert float(effective_units(np.zeros(4), np.array([0, 0, 1, 1]))) == 0.0
+    assert effective_units(np.full(6, 1 / 6), np.array([0, 0, 1, 1, 2, 2])).shape == ()
+
+
+def test_effective_units_of_unequal_clusters_is_kish():
+    # sizes 1 and 3 of equal cases: (1 + 3)^2 / (1^2 + 3^2) = 16 / 10
+    assert float(effective_units(np.full(4, 0.25), np.array([0, 1, 1, 1]))) == pytest.approx(1.6, rel=1e-12)
+    labels = np.array(["b", "a", "a", "a"], dtype=object)
+    assert float(effective_units(np.full(4, 0.25), labels)) == pytest.approx(1.6, rel=1e-12)
+    # sizes 1, 2, 3: 36 / 14; weights need not sum to 1 (Kish is scale free)
+    codes = np.array([0, 1, 1, 2, 2, 2])
+    assert float(effective_units(np.full(6, 5.0), codes)) == pytest.approx(36 / 14, rel=1e-12)
+    # unequal cases without clusters: (1/2, 1/4, 1/4) -> 1 / (1/4 + 1/16 + 1/16) = 8/3
+    assert float(effective_units(np.array([0.5, 0.25, 0.25]), None)) == pytest.approx(8 / 3, rel=1e-12)
+    # beyond rounding (1e-6 apart) the clusters are unequal: Kish, 2 - (a - b)^2 / (a^2 + b^2), a hair below 2
+    near = float(effective_units(np.array([0.5, 0.5 + 1e-6]), None))
+    assert 2.0 - near == pytest.approx(1e-12 / 0.500001000001, rel=1e-3)
+    # per column: (n, k) -> (k,); column 1's cluster 0 weighs nothing, its other two the same
+    w = np.array([[0.25, 0.0], [0.25, 0.0], [0.25, 0.5], [0.25, 0.5]])
+    got = effective_units(w, np.array([0, 0, 1, 2]))
+    assert got.shape == (2,) and got[0] == pytest.approx(8 / 3, rel=1e-12) and got[1] == 2.0
+    assert effective_units(w, None).tolist() == [4.0, 2.0]
+
+
+def test_case_and_item_weights_are_each_cases_share_of_the_estimate():
+    valid = np.array([[1.0, 0.0, 0.0], [1.0, 1.0, 0.0], [0.0, 1.0, 0.0], [1.0, 1.0, 0.0]])
+    want = [[1 / 3, 0, 0], [1 / 3, 1 / 3, 0], [0, 1 / 3, 0], [1 / 3, 1 / 3, 0]]  # an item without value: 0
+    np.testing.assert_allclose(item_weights(valid), want, rtol=1e-15)
+    items = np.array([True, True, False])
+    # item_mean: the mean over the items of the item shares
+    np.testing.assert_allclose(case_weights(valid, items, "item_mean"), [1 / 6, 1 / 3, 1 / 6, 1 / 3], rtol=1e-15)
+    first = case_weights(valid, np.array([True, False, False]), "item_mean")
+    np.testing.assert_allclose(first, [1 / 3, 1 / 3, 0, 1 / 3], rtol=1e-15)
+    assert case_weights(valid, np.zeros(3, bool), "item_mean").tolist() == [0.0] * 4
+    # case_mean: each case with any value weighs the same
+    with_none = np.vstack([valid, np.zeros(3)])
+    assert case_weights(with_none, items, "case_mean").tolist() == [0.25, 0.25, 0.25, 0.25, 0.0]
+    assert case_weights(np.zeros((2, 3)), items, "case_mean").tolist() == [0.0, 0.0]
+
+
+def test_resamples_for_a_level_and_none_where_the_expanded_level_underflows():
+    # at 6 clusters Holm's first step over 5 groups (0.01) needs B = 8783 (test_gate_rules scans scipy for it)
+    assert resamples_for(0.01, 6, "expanded_percentile") == 8783
+    assert resamples_for(0.01, 6, "percentile") == 99  # (1 + 0) / (1 + B) <= 0.01
+    # 1 degree of freedom (an effective 1.6 clusters, or 2): Phi(sqrt(n/(n-1)) t_1) of 0.05/15 is 0.0 in floats
+    assert resamples_for(0.05 / 15, 1.6, "expanded_percentile") == math.inf
+    assert resamples_for(0.05 / 15, 2, "expanded_percentile") == math.inf
+
+
+def test_equal_clusters_with_every_value_expand_with_their_count():
+    # two scans per subject, every organ present: the intervals of bootstrap_means and paired_headlines are those
+    # of the cluster count (what they were before the effective number), bit for bit
+    rng = np.random.default_rng(4)
+    v, u = rng.uniform(size=(8, 3)), rng.uniform(size=(8, 3))
+    codes = np.repeat(np.arange(4), 2)
+    ci = bootstrap_means(v, 200, seed=1, clusters=codes, method="expanded_percentile")
+    reps = _replicates(v, _weights(8, 200, 1, codes))
+    levels = interval_levels(0.95, 4, "expanded_percentile")
+    assert ci.low.tolist() == [np.quantile(reps[:, j], levels)[0] for j in range(3)]
+    d = paired_headlines(v, u, reduction="item_mean", best=1.0, n_resamples=200, seed=1, clusters=codes)
+    assert d.n_effective == 4.0 and d.item_effective.tolist() == [4.0] * 3
+    assert d.low == np.quantile(d.samples, levels)[0]
+
+
 # ------------------------------------------------------------------ intervals recomputed from the same weights
 
 
@@ -269,14 +359,16 @@ def test_bootstrap_means_interval_from_the_cluster_resamples():
     ci = bootstrap_means(v, 300, seed=5, confidence=0.9, clusters=codes, method="expanded_percentile")
     w = _weights(6, 300, 5, codes)
     reps = _replicates(v, w)
-    # column 1 has values in clusters 0, 1, 2: three units expand its interval, column 0 has four
-    for j, units in enumerate([4, 3]):
+    # column 1 has one value in each of clusters 0, 1, 2: three equal units expand its interval; column 0 has
+    # values in four clusters of 2, 2, 1, 1 cases: Kish's effective number 6^2 / (4 + 4 + 1 + 1) = 3.6
+    for j, units in enumerate([3.6, 3]):
         col = reps[:, j][~np.isnan(reps[:, j])]
         want = np.quantile(col, interval_levels(0.9, units, "expanded_percentile"))
         assert (ci.low[j], ci.high[j]) == pytest.approx(tuple(want), rel=1e-12)
-    # the overall mean uses all four clusters, and only resamples that have both columns
+    # the overall mean: a case weighs (1/6 + [has column 1]/3) / 2, so the clusters weigh 1/3, 1/3, 1/4, 1/12:
+    # 1 / (1/9 + 1/9 + 1/16 + 1/144) = 144/42 effective clusters; only resamples that have both columns count
     both = reps.mean(axis=1)
-    want = np.quantile(both[~np.isnan(both)], interval_levels(0.9, 4, "expanded_percentile"))
+    want = np.quantile(both[~np.isnan(both)], interval_levels(0.9, 144 / 42, "expanded_percentile"))
     assert (ci.overall_low, ci.overall_high) == pytest.approx(tuple(want), rel=1e-12)
     assert np.isnan(both).any()  # some resamples miss column 1 entirely; they are left out
     assert ci.value.tolist() == pytest.approx([0.5, 7 / 12]) and ci.n_valid.tolist() == [6, 3]
@@ -308,11 +400,22 @@ def test_paired_headlines_interval_from_the_same_resamples_for_both_sides():
     w = _weights(5, 400, 9, codes)
     delta = _replicates(cand, w).mean(axis=1) - _replicates(base, w).mean(axis=1)
     np.testing.assert_allclose(d.samples, delta, rtol=0, atol=1e-15)
-    want = np.quantile(delta[~np.isnan(delta)], interval_levels(0.9, 3, "expanded_percentile"))
+    # both sides' case weights (item 0: 1/5 each, item 1: 1/4 on its four valid cases, halved) summed: cases
+    # 18, 13, 13, 18, 18 (/40), clusters 31, 13, 36: 80^2 / (31^2 + 13^2 + 36^2) = 6400 / 2426 effective clusters
+    want = np.quantile(delta[~np.isnan(delta)], interval_levels(0.9, 6400 / 2426, "expanded_percentile"))
     assert (d.low, d.high) == pytest.approx(tuple(want), rel=1e-12) and d.n_units == 3
+    assert d.n_effective == pytest.approx(6400 / 2426, rel=1e-12)
     item = _replicates(cand, w) - _replicates(base, w)
     np.testing.assert_allclose(d.item_samples, item, rtol=0, atol=1e-15)
     assert d.item_units.tolist() == [3.0, 3.0]
+    # item 0: clusters of 2, 1, 2 cases: 5^2 / 9 = 25/9; item 1: cases 1/2, 1/4, 1/4, 1/2, 1/2 -> clusters 3/4,
+    # 1/4, 1: 4 / (26/16) = 32/13
+    np.testing.assert_allclose(d.item_effective, [25 / 9, 32 / 13], rtol=1e-12)
+    for j, units in enumerate([25 / 9, 32 / 13]):
+        col = item[:, j][~np.isnan(item[:, j])]
+        want = np.quantile(col, interval_levels(0.9, units, "expanded_percentile"))
+        lo, hi = min(want[0], d.item_delta[j]), max(want[1], d.item_delta[j])
+        assert (d.item_low[j], d.item_high[j]) == pytest.approx((lo, hi), rel=1e-12)
     assert d.candidate == pytest.approx((0.6 + 2.75 / 4) / 2) and d.baseline == pytest.approx((0.45 + 2.5 / 4) / 2)
     # case_mean: every case's own mean first, then the mean over cases
     cm = paired_headlines(cand, base, reduction="case_mean", best=1.0, n_resamples=400, seed=9, clusters=codes)
@@ -412,7 +515,9 @@ def test_paired_headlines_item_intervals_use_each_items_units_and_the_method():
     base = np.array([[0.25, 1.0], [0.5, NAN], [0.75, NAN], [0.25, 0.25], [0.5, 0.75], [0.25, NAN]])
     w = _weights(6, 300, 2)
     item = _replicates(cand, w) - _replicates(base, w)
-    for method, units in (("expanded_percentile", [6, 4]), ("percentile", [6, 4])):
+    # item 1: the candidate's four valid cases weigh 1/4, the baseline's three 1/3: cases 7/12, 3/12, 7/12, 7/12
+    # together, 2^2 / (3 * 49 + 9) * 144 = 48/13 effective cases (4 cases have a value)
+    for method, units in (("expanded_percentile", [6, 48 / 13]), ("percentile", [6, 4])):
         d = paired_headlines(cand, base, reduction="item_mean", best=1.0, n_resamples=300, seed=2, method=method)
         assert d.item_units.tolist() == [6.0, 4.0]
         for j in range(2):

@@ -86,7 +86,10 @@ def _item_rows(
         delta = (best if math.isnan(ic) else ic) - (best if math.isnan(ib) else ib)
         values = (ic, ib, delta, whole.item_low[j], whole.item_high[j])
         n, units = int(has_value[:, j].sum()), int(whole.item_units[j])
-        rows.append(delta_row(pair.unit, key, kind, item, values, n, units, None, whole.item_samples[:, j]))
+        effective = float(whole.item_effective[j])
+        rows.append(
+            delta_row(pair.unit, key, kind, item, values, n, units, None, whole.item_samples[:, j], None, effective)
+        )
     return problems, rows
 
 

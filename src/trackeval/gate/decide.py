@@ -218,7 +218,7 @@ def _pvalue(
         delta = math.nan if row.delta is None else row.delta
         se = math.nan if row.std_error is None else row.std_error
         return normal_pvalue(delta, se, threshold, alternative, row.df if comp.reference == "t" else None)
-    return bootstrap_pvalue(row.samples or [], threshold, alternative, row.n_units, comp.interval)
+    return bootstrap_pvalue(row.samples or [], threshold, alternative, row.expansion_units, comp.interval)
 
 
 def _group_tests(
@@ -272,16 +272,19 @@ def guard_resolution_note(comparisons: list[BenchmarkComparison], n_tests: int, 
     if cfg.group_test != "harm" or not rows or any(c.method == "delong" for c, _ in rows):
         return None
     level = cfg.alpha / (1 if cfg.multiplicity == "none" else n_tests)
-    floors = [(count_pvalue(0, cfg.n_resamples, r.n_units, c.interval), r.n_units, c.interval) for c, r in rows]
+    floors = [
+        (count_pvalue(0, cfg.n_resamples, r.expansion_units, c.interval), r.expansion_units, c.interval)
+        for c, r in rows
+    ]
     p_min, n_units, interval = min(floors, key=lambda f: f[0])
     if p_min <= level:
         return None
     need = resamples_for(level, n_units, interval)
     remedy = f"gate.n_resamples >= {need} would let one be" if need <= MAX_SUGGESTED_RESAMPLES else "more subjects"
     return (
-        f"worst-group guard: at {n_units:g} clusters the smallest p-value {cfg.n_resamples} resamples can give is "
-        f"{p_min:.4f}, above the {level:.4f} that {cfg.multiplicity} over {n_tests} groups needs: no group can be "
-        f"refused, however large its regression ({remedy})"
+        f"worst-group guard: at {round(n_units, 2):g} clusters the smallest p-value {cfg.n_resamples} resamples can "
+        f"give is {p_min:.4f}, above the {level:.4f} that {cfg.multiplicity} over {n_tests} groups needs: no group "
+        f"can be refused, however large its regression ({remedy})"
     )
 
 

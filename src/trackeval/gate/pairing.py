@@ -46,7 +46,7 @@ class DeltaRow(BaseModel):
     ci95_high: float | None
     #: cases with a value on either side (the headline: cases with any value)
     n_pairs: int
-    #: resampling units (clusters) behind the interval, which the small-sample correction of p-values uses
+    #: resampling units (clusters) behind the interval
     n_units: int = 0
     #: DeLong standard error of ``delta`` (method ``delong``; None for the bootstrap or an undefined variance)
     std_error: float | None = None
@@ -55,6 +55,16 @@ class DeltaRow(BaseModel):
     df: int | None = None
     #: bootstrap replicates of ``delta``, kept in memory for p-values; never serialised
     samples: list[float] | None = Field(default=None, exclude=True, repr=False)
+    #: the effective number of clusters the interval's small-sample expansion used (Kish's, from the case weights:
+    #: ``n_units`` when the clusters weigh the same; :func:`trackeval.stats.bootstrap.effective_units`), which
+    #: the p-values of the row use with ``samples``; kept in memory, never serialised; None: ``n_units``
+    n_effective: float | None = Field(default=None, exclude=True, repr=False)
+
+    @property
+    def expansion_units(self) -> float:
+        """The units of the small-sample expansion of this row's interval and p-values: ``n_effective``, else
+        ``n_units``."""
+        return float(self.n_units) if self.n_effective is None else self.n_effective
 
 
 def protocol_digest(result: BenchmarkResult, fields: Sequence[str] | None) -> str:
@@ -174,6 +184,7 @@ def delta_row(
     std_error: float | None = None,
     samples: np.ndarray | None = None,
     df: int | None = None,
+    n_effective: float | None = None,
 ) -> DeltaRow:
     """The row of ``key``: ``values`` are (candidate, baseline, delta, CI low, CI high), NaN meaning none."""
     cand, base, delta, low, high = (or_none(v) for v in values)
@@ -192,6 +203,7 @@ def delta_row(
         std_error=std_error,
         samples=None if samples is None else samples.tolist(),
         df=df,
+        n_effective=n_effective,
     )
 
 
@@ -280,4 +292,5 @@ class Paired:
     def headline_row(self, key: str, dim: str, group: str, d: PairedHeadline, n_pairs: int) -> DeltaRow:
         """The row of a resampled headline ``d``: each side's reported value (:func:`reported`) and their delta."""
         c, b = reported(self.cand, key, d.candidate), reported(self.base, key, d.baseline)
-        return delta_row(self.unit, key, dim, group, (c, b, c - b, d.low, d.high), n_pairs, d.n_units, None, d.samples)
+        values = (c, b, c - b, d.low, d.high)
+        return delta_row(self.unit, key, dim, group, values, n_pairs, d.n_units, None, d.samples, None, d.n_effective)

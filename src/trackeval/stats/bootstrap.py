@@ -14,6 +14,17 @@ t_{alpha, n - 1})`` instead of ``alpha``, ``n`` the number of clusters, which wi
 t interval with the unbiased variance would have over a normal one, while keeping the bootstrap's skewness.
 The coverage it reaches is measured by ``benchmarks/bench_gate_calibration.py`` (table in docs/gate.md).
 
+**Unequal clusters.** A mean over cases weighs a cluster by its cases' share of the estimate (a subject with ten
+scans weighs ten times one with one; an organ present in few scans puts more weight on them), and unequal weights
+carry less information than as many equal ones. The ``n`` of the expansion of a mean's interval
+(:func:`bootstrap_means`, and the gate's :func:`trackeval.stats.paired.paired_headlines`) is therefore Kish's
+effective number of clusters, ``(sum_g w_g)^2 / sum_g w_g^2`` over the cluster weights ``w_g`` of the estimate
+(:func:`effective_units`, from the case weights of :mod:`trackeval.stats.reduce`): exactly the number of clusters
+when their weights are equal, so intervals of equal clusters are unchanged, and fewer when they are not. It is
+the effective sample size of a weighted mean (Kish 1965, section 11.7) and the Welch-Satterthwaite degrees of
+freedom plus one of its variance when the cases are independent; a non-integer ``n`` gives ``floor(n) - 1``
+degrees of freedom (at least 1).
+
 NaN values (not applicable: organ absent from truth and prediction) are excluded from each mean, exactly as the
 point estimate excludes them (the NaN rules and the means: :mod:`trackeval.stats.reduce`). A resample in which an
 item (organ) has no valid case leaves that item's mean NaN; the mean over items of such a resample is NaN too (the
@@ -31,7 +42,7 @@ from typing import Literal
 import numpy as np
 
 from trackeval.stats.distributions import normal_cdf, normal_ppf, t_cdf, t_ppf
-from trackeval.stats.reduce import mean_over, nan_mean, ratio
+from trackeval.stats.reduce import case_weights, item_weights, mean_over, nan_mean, ratio
 
 #: how an interval is read off the bootstrap replicates (``bootstrap.interval``)
 IntervalMethod = Literal["expanded_percentile", "percentile"]
@@ -111,24 +122,29 @@ def interval_levels(confidence: float, n_units: float, method: IntervalMethod) -
     """Lower and upper quantile levels of a two-sided interval from ``n_units`` resampling units.
 
     ``percentile``: ``alpha/2`` and ``1 - alpha/2``. ``expanded_percentile``: ``Phi(sqrt(n/(n-1)) t_{alpha/2,
-    n-1})`` and its complement (module docstring); below 2 units there is no spread to expand and the plain
-    levels are used.
+    df})`` and its complement (module docstring), ``df = n - 1`` for a whole ``n`` and ``max(floor(n) - 1, 1)``
+    for an effective one; with at most 1 unit there is no spread to expand and the plain levels are used.
     """
     alpha = (1.0 - confidence) / 2.0
-    if method == "percentile" or not n_units >= 2:
+    if method == "percentile" or not n_units > 1:
         return alpha, 1.0 - alpha
-    lo = normal_cdf(math.sqrt(n_units / (n_units - 1.0)) * t_ppf(alpha, round(n_units) - 1))
+    lo = normal_cdf(math.sqrt(n_units / (n_units - 1.0)) * t_ppf(alpha, _df(n_units)))
     return lo, 1.0 - lo
+
+
+def _df(n_units: float) -> int:
+    """Degrees of freedom of the expansion at ``n_units > 1`` units: ``floor(n) - 1``, at least 1."""
+    return max(math.floor(n_units) - 1, 1)
 
 
 def expanded_pvalue(p: float, n_units: float, method: IntervalMethod) -> float:
     """The one-sided p-value that matches an expanded percentile bound: ``p`` is the raw bootstrap level at which
     the threshold sits; the result is below ``alpha`` exactly when the one-sided ``1 - alpha`` expanded bound
-    excludes the threshold (the inverse of :func:`interval_levels`' map). ``percentile`` or fewer than 2 units:
+    excludes the threshold (the inverse of :func:`interval_levels`' map). ``percentile`` or at most 1 unit:
     ``p`` unchanged."""
-    if method == "percentile" or not n_units >= 2 or p <= 0.0 or p >= 1.0:
+    if method == "percentile" or not n_units > 1 or p <= 0.0 or p >= 1.0:
         return p
-    return t_cdf(normal_ppf(p) / math.sqrt(n_units / (n_units - 1.0)), round(n_units) - 1)
+    return t_cdf(normal_ppf(p) / math.sqrt(n_units / (n_units - 1.0)), _df(n_units))
 
 
 def percentiles(
@@ -171,6 +187,30 @@ def _raw_percentiles(
     return lo, hi
 
 
+def effective_units(weights: np.ndarray, clusters: np.ndarray | None) -> np.ndarray:
+    """Kish's effective number of clusters of a weighted mean over cases: ``(sum_g w_g)^2 / sum_g w_g^2``, ``w_g``
+    the sum of the case ``weights`` of cluster ``g`` (every case its own cluster without ``clusters``).
+
+    ``weights``: ``(n,)`` (one estimate: a 0-d array comes back) or ``(n, k)`` (one per column: ``(k,)``), each
+    case's share of the estimate (:func:`trackeval.stats.reduce.case_weights`, ``item_weights``). Exactly the
+    number of clusters with a positive weight when those weights are equal (to 1e-12, the rounding of their
+    sums), so equal clusters give the count whatever the summation order; fewer when they are unequal (module
+    docstring); 0 without any weight.
+    """
+    w = np.asarray(weights, dtype=np.float64)
+    g = w
+    if clusters is not None:
+        _, codes = np.unique(clusters, return_inverse=True)
+        g = np.zeros((int(codes.max()) + 1 if codes.size else 0, *w.shape[1:]))
+        np.add.at(g, codes, w)
+    positive = g > 0
+    largest = np.where(positive, g, 0.0).max(axis=0, initial=0.0)
+    smallest = np.where(positive, g, np.inf).min(axis=0, initial=np.inf)
+    equal = smallest >= largest * (1.0 - 1e-12)
+    kish = ratio(g.sum(axis=0) ** 2, (g * g).sum(axis=0))
+    return np.where(equal, positive.sum(axis=0).astype(np.float64), kish)
+
+
 def units_per_column(valid: np.ndarray, clusters: np.ndarray | None) -> np.ndarray:
     """Resampling units with at least one valid value, per column of the ``(n_cases, k)`` boolean ``valid``."""
     if clusters is None:
@@ -195,8 +235,9 @@ def bootstrap_means(
             Pass the same seed for metrics of the same cases so they share resamples.
         confidence: two-sided level of the interval.
         clusters: cluster code per case (:func:`cluster_codes`, e.g. of subject ids); None: cases.
-        method: ``percentile`` or ``expanded_percentile`` (module docstring); the expansion uses the number of
-            clusters with a valid value (per column) or in all (the overall mean).
+        method: ``percentile`` or ``expanded_percentile`` (module docstring); the expansion uses the effective
+            number of clusters (:func:`effective_units`) of each column's mean and of the overall mean: the
+            number of clusters with a valid value when their weights are equal.
 
     Returns:
         :class:`MeanCI`. With zero cases, or a column without valid values, the value and CI are NaN.
@@ -225,7 +266,8 @@ def bootstrap_means(
     for w in weight_blocks(n, n_resamples, seed, clusters):
         col_samples.append(ratio(w @ filled, w @ valid.astype(np.float64)))
     samples = np.concatenate(col_samples, axis=0)
-    low, high = percentiles(samples, confidence, units_per_column(valid, clusters), method, point)
-    units = n_clusters(n, clusters) if valid.any() else np.nan
-    o_low, o_high = percentiles(mean_over(samples, ~np.isnan(point)), confidence, units, method, overall)
+    low, high = percentiles(samples, confidence, effective_units(item_weights(valid), clusters), method, point)
+    items = ~np.isnan(point)
+    units = effective_units(case_weights(valid, items, "item_mean"), clusters)
+    o_low, o_high = percentiles(mean_over(samples, items), confidence, units, method, overall)
     return MeanCI(point, low, high, n_valid, overall, float(o_low), float(o_high))

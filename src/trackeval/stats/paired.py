@@ -31,6 +31,7 @@ from scipy.stats import t as student_t
 from trackeval.metrics.classification import auc_df, clustered_variance, delong, delong_influence, wald_interval
 from trackeval.stats.bootstrap import (
     IntervalMethod,
+    effective_units,
     expanded_pvalue,
     interval_levels,
     n_clusters,
@@ -39,7 +40,7 @@ from trackeval.stats.bootstrap import (
     weight_blocks,
 )
 from trackeval.stats.reduce import MeanReduction as Reduction
-from trackeval.stats.reduce import weighted_headline
+from trackeval.stats.reduce import case_weights, item_weights, weighted_headline
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,10 @@ class PairedHeadline:
     resample lacked an item of either point estimate), for p-values. Per item (shape ``(k,)``): ``item_candidate``,
     ``item_baseline`` (NaN where that side has no value at all), ``item_delta`` (the side without a value counts as
     the metric's ``best`` value), ``item_low``/``item_high``, ``item_samples`` ``(B, k)``, ``item_units`` (clusters
-    with a value on either side). ``n_units``: clusters among the cases.
+    with a value on either side). ``n_units``: clusters among the cases. ``n_effective`` and ``item_effective``
+    ``(k,)``: the effective numbers of clusters the expansions of the intervals used
+    (:func:`~trackeval.stats.bootstrap.effective_units`; the counts when the clusters weigh the same), which the
+    p-values of the same rows must use.
     """
 
     candidate: float
@@ -68,6 +72,8 @@ class PairedHeadline:
     item_high: np.ndarray
     item_samples: np.ndarray
     item_units: np.ndarray
+    n_effective: float
+    item_effective: np.ndarray
 
 
 def paired_headlines(
@@ -88,7 +94,10 @@ def paired_headlines(
     side only (not applicable there: the champion never painted an organ the truth lacks) does not remove the
     other side's cell. Every resample draws clusters once and recomputes BOTH headlines on them, so the
     correlation between the versions (and within a cluster) is kept. An item that one side has no value for at
-    all counts as ``best`` on that side in the item deltas (the other side introduced errors there).
+    all counts as ``best`` on that side in the item deltas (the other side introduced errors there). The
+    expansion of an interval uses the effective number of clusters of the case weights of both sides together
+    (:func:`~trackeval.stats.bootstrap.effective_units` of the sum of each side's
+    :func:`~trackeval.stats.reduce.case_weights`, or ``item_weights`` for an item).
 
     Args:
         candidate, baseline: ``(n_cases, k)`` arrays with rows matched by case (a 1D array is one column), NaN =
@@ -112,9 +121,11 @@ def paired_headlines(
     either = (sides[0][1] + sides[1][1]) > 0
     item_units = units_per_column(either, clusters)
     units = n_clusters(n, clusters)
+    effective = float(effective_units(sum(case_weights(v, it, reduction) for _, v, it in sides), clusters))
+    item_effective = effective_units(sum(item_weights(v) for _, v, _ in sides), clusters)
     delta_items = _item_delta(ic[0], ib[0], has_c, has_b, best)
-    low, high = percentiles(samples, confidence, units, method, hc[0] - hb[0])
-    item_low, item_high = percentiles(item_samples, confidence, item_units, method, delta_items)
+    low, high = percentiles(samples, confidence, effective, method, hc[0] - hb[0])
+    item_low, item_high = percentiles(item_samples, confidence, item_effective, method, delta_items)
     return PairedHeadline(
         candidate=float(hc[0]),
         baseline=float(hb[0]),
@@ -130,6 +141,8 @@ def paired_headlines(
         item_high=item_high,
         item_samples=item_samples,
         item_units=item_units,
+        n_effective=effective,
+        item_effective=item_effective,
     )
 
 
@@ -205,7 +218,8 @@ def paired_corpus(
 
     Returns:
         :class:`PairedHeadline` without items (the item arrays are empty); identical functions give a delta of
-        exactly 0 with the interval [0, 0].
+        exactly 0 with the interval [0, 0]. A corpus headline has no case weights: its expansion uses the
+        number of clusters (``n_effective = n_units``).
     """
     if not 0.0 < confidence < 1.0:
         raise ValueError("confidence must be in (0, 1)")
@@ -231,6 +245,8 @@ def paired_corpus(
         item_high=none,
         item_samples=np.zeros((samples.size, 0)),
         item_units=none,
+        n_effective=float(units),
+        item_effective=none,
     )
 
 
@@ -433,11 +449,14 @@ def count_pvalue(on_h0: int, n: int, n_units: float = math.nan, method: Interval
     return float((1 + on_h0) / (1 + n))
 
 
-def resamples_for(level: float, n_units: float, method: IntervalMethod) -> int:
+def resamples_for(level: float, n_units: float, method: IntervalMethod) -> int | float:
     """The fewest replicates whose smallest p-value (:func:`count_pvalue` with none on the H0 side) is at most
-    ``level``: the inverse of the expansion is the one-sided level of :func:`interval_levels`."""
+    ``level``: the inverse of the expansion is the one-sided level of :func:`interval_levels`. ``math.inf`` where
+    no number does: at 1 degree of freedom (2 clusters, or an effective number below 3) the expanded level of a
+    small ``level`` is below the smallest float."""
     if method == "expanded_percentile":
-        return math.ceil(1.0 / interval_levels(1.0 - 2.0 * level, n_units, method)[0])
+        raw = interval_levels(1.0 - 2.0 * level, n_units, method)[0]
+        return math.ceil(1.0 / raw) if raw > 0.0 else math.inf
     return math.ceil(1.0 / level) - 1
 
 

@@ -14,6 +14,10 @@ wherever they are reduced: the stored aggregates, the gate's resamples and the e
 * ``case_mean``: the mean over cases of each case's mean over its items (IMIS image level); a case without any
   value is left out. With one item per case both give the same value.
 
+**Case weights.** Both reductions are weighted means of the case records: :func:`item_weights` and
+:func:`case_weights` give each case's share of an item mean and of the headline (the bootstrap's effective number
+of clusters, :func:`trackeval.stats.bootstrap.effective_units`, is computed from them).
+
 The third reduction, ``corpus`` (AUROC, mAP, BLEU), is a unit's own function of the case records, not a mean.
 """
 
@@ -23,7 +27,17 @@ from typing import Literal
 
 import numpy as np
 
-__all__ = ["MeanReduction", "headline", "mean_over", "nan_mean", "nan_sums", "ratio", "weighted_headline"]
+__all__ = [
+    "MeanReduction",
+    "case_weights",
+    "headline",
+    "item_weights",
+    "mean_over",
+    "nan_mean",
+    "nan_sums",
+    "ratio",
+    "weighted_headline",
+]
 
 #: the headline reductions that are means of the case records (see the module docstring)
 MeanReduction = Literal["item_mean", "case_mean"]
@@ -85,3 +99,25 @@ def weighted_headline(
     cnt = valid.sum(axis=1)
     per_case = np.divide(filled.sum(axis=1), cnt, out=np.zeros(cnt.shape), where=cnt > 0)
     return ratio(w @ per_case, w @ (cnt > 0).astype(np.float64)), item_means
+
+
+def item_weights(valid: np.ndarray) -> np.ndarray:
+    """Each case's share of each item mean of a ``(cases x items)`` matrix: ``valid[i, j] / N_j``, ``N_j`` the
+    item's valid cases (``(n, k)``; each column sums to 1, or is 0 where the item has no value)."""
+    v = np.asarray(valid, dtype=np.float64)
+    return v / np.maximum(v.sum(axis=0), 1.0)
+
+
+def case_weights(valid: np.ndarray, items: np.ndarray, reduction: MeanReduction) -> np.ndarray:
+    """Each case's share of the headline under ``reduction``: ``(n,)``, summing to 1 (all 0 where the headline
+    has no value).
+
+    ``item_mean``: the mean over the ``items`` (booleans, the point estimate's items) of :func:`item_weights`.
+    ``case_mean``: ``1 / m`` for each of the ``m`` cases with any value, 0 for the others.
+    """
+    v = np.asarray(valid, dtype=np.float64)
+    if reduction == "item_mean":
+        w = item_weights(v[:, items])
+        return w.sum(axis=1) / max(w.shape[1], 1)
+    has = (v.sum(axis=1) > 0).astype(np.float64)
+    return has / max(has.sum(), 1.0)
