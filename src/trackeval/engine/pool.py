@@ -12,9 +12,16 @@ set by ``benchmarks/bench_e2e_umd.py``:
   every worker before the progress bar starts its thread. macOS frameworks are not fork-safe, so ``auto``
   forks on Linux only.
 * ``forkserver`` (``auto`` otherwise, where the platform has it): one fresh interpreter imports the scoring
-  function's module and the main module's imports once (``set_forkserver_preload``, ~0.8 CPU-s) and forks the
-  workers from that clean state (~0.006 CPU-s and ~40 MB each).
-* ``spawn`` (everywhere): every worker re-imports everything (~0.4 CPU-s and ~60 MB each).
+  function's module once (``set_forkserver_preload``) and forks the workers from that clean state (~0.006 CPU-s
+  and ~40 MB each).
+* ``spawn`` (everywhere): every worker re-imports the scoring code (~0.4 CPU-s and ~60 MB each).
+
+**The caller's main module.** ``forkserver`` and ``spawn`` workers are started without the caller's main module
+(:class:`_WithoutMain`): multiprocessing would re-run the caller's script in every worker (as ``__mp_main__``),
+which ran an unguarded script's top level again (training, a stray ``promote``) and made its workers die starting
+pools of their own. Our workers need nothing from ``__main__``, so a script needs no ``__main__`` guard and a
+notebook or ``python -c`` works alike; only a scoring function or case class defined in ``__main__`` itself
+keeps multiprocessing's preparation (:func:`_defined_in_main`).
 
 **The tail.** Cases are coarse (a UMD case is ~1 s), so at the end of a pool run workers run out of cases while
 the last ones are still being scored. The last ``workers - 1`` cases may therefore use more threads
@@ -27,10 +34,12 @@ scored while the other worker idled): 0.57-0.58x the wall time of one worker, 0.
 from __future__ import annotations
 
 import ctypes
+import functools
 import gc
 import importlib
 import multiprocessing
 import multiprocessing.context
+import multiprocessing.spawn
 import os
 import signal
 import sys
@@ -151,19 +160,88 @@ def _one_malloc_arena() -> None:
         pass
 
 
-def _main_imports() -> list[str]:
-    """The modules ``__main__`` holds or took functions and classes from (``trackeval.cli`` for the console script).
+def _defined_in_main(fn: Callable[..., object], items: Sequence[object]) -> bool:
+    """Whether the scoring function (or a ``functools.partial``'s function) or the items' class was defined in
+    ``__main__``: only then must a worker run the caller's main module to unpickle them."""
+    owners = (getattr(fn, "func", fn), type(items[0]) if items else None)
+    return any(getattr(owner, "__module__", None) in ("__main__", "__mp_main__") for owner in owners)
 
-    Every worker re-runs a main script to unpickle what it defines (multiprocessing's ``prepare``), and the fork
-    server cannot preload the script itself (Python < 3.13 drops its path); with these modules preloaded, the
-    re-run is a few dictionary look-ups instead of the imports.
-    """
+
+def _main_imports() -> list[str]:
+    """The modules ``__main__`` holds or took functions and classes from (for a fork server whose workers must
+    re-run the main module: a few dictionary look-ups instead of the imports; Python < 3.13 cannot preload the
+    script itself)."""
     names = set()
     for value in vars(sys.modules["__main__"]).values():
         name = value.__name__ if isinstance(value, types.ModuleType) else getattr(value, "__module__", None)
         if isinstance(name, str) and name not in ("__main__", "__mp_main__", "builtins"):
             names.add(name)
     return sorted(names)
+
+
+class _WithoutMain:
+    """``multiprocessing.spawn`` as our workers' launchers see it: the same module, except that the preparation
+    data a new worker receives never names the caller's main module (``init_main_from_path`` /
+    ``init_main_from_name``), so the worker does not run the user's script, ``python -m`` module or notebook
+    kernel before it unpickles its task (see the module docstring)."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(multiprocessing.spawn, name)
+
+    @staticmethod
+    def get_preparation_data(name: str) -> dict[str, Any]:
+        data: dict[str, Any] = multiprocessing.spawn.get_preparation_data(name)
+        data.pop("init_main_from_path", None)
+        data.pop("init_main_from_name", None)
+        return data
+
+
+@functools.cache
+def _launcher_without_main(popen_class: type) -> type:
+    """A subclass of a POSIX ``Popen`` class of ``multiprocessing`` (fork server, spawn) whose ``_launch`` is the
+    standard library's own code, run with ``spawn`` bound to :class:`_WithoutMain` (the one global it reads the
+    preparation data from; unchanged since Python 3.8)."""
+    launch = popen_class._launch
+    namespace = {**launch.__globals__, "spawn": _WithoutMain()}
+    code = types.FunctionType(launch.__code__, namespace, launch.__name__, launch.__defaults__, launch.__closure__)
+    return type(f"{popen_class.__name__}WithoutMain", (popen_class,), {"_launch": code})
+
+
+if sys.platform != "win32":  # POSIX launchers (Windows has no fork server; its spawn launcher differs)
+
+    class _ForkServerProcess(multiprocessing.context.ForkServerProcess):
+        """A fork-server process that never runs the caller's main module (:class:`_WithoutMain`)."""
+
+        @staticmethod
+        def _Popen(process_obj: Any) -> Any:  # noqa: N802  (multiprocessing's name)
+            from multiprocessing import popen_forkserver
+
+            return _launcher_without_main(popen_forkserver.Popen)(process_obj)
+
+    class _SpawnProcess(multiprocessing.context.SpawnProcess):
+        """A spawned process that never runs the caller's main module (:class:`_WithoutMain`)."""
+
+        @staticmethod
+        def _Popen(process_obj: Any) -> Any:  # noqa: N802  (multiprocessing's name)
+            from multiprocessing import popen_spawn_posix
+
+            return _launcher_without_main(popen_spawn_posix.Popen)(process_obj)
+
+    class _ForkServerContext(multiprocessing.context.ForkServerContext):
+        Process = _ForkServerProcess
+
+    class _SpawnContext(multiprocessing.context.SpawnContext):
+        Process = _SpawnProcess
+
+
+def _context_without_main(method: str) -> multiprocessing.context.BaseContext:
+    """The ``forkserver`` or ``spawn`` context whose processes never run the caller's main module; ``fork``'s
+    (a copy of the caller runs nothing again), and the standard ``spawn`` on Windows (its launcher differs)."""
+    if method == "forkserver":
+        return _ForkServerContext()
+    if method == "spawn" and sys.platform != "win32":
+        return _SpawnContext()
+    return multiprocessing.get_context(method)
 
 
 def fork_is_safe() -> bool:
@@ -187,15 +265,17 @@ def start_method(requested: str = "auto") -> str:
 
 
 def pool_context(
-    fn: Callable[..., object], requested: str = "auto", preload: Sequence[str] = ()
+    fn: Callable[..., object], requested: str = "auto", preload: Sequence[str] = (), main: bool = False
 ) -> multiprocessing.context.BaseContext:
     """The multiprocessing context of the process pool: :func:`start_method`'s. ``preload``: modules every worker
     will import that ``fn``'s module imports lazily (the compiled surface kernels: ~0.45 CPU-s each time); when
     forking they are imported here, in the caller, so that no worker imports them again; a fork server preloads
-    them with ``fn``'s module and :func:`_main_imports`."""
-    ctx = multiprocessing.get_context(start_method(requested))
+    them with ``fn``'s module. ``main``: the workers need the caller's main module (``fn`` was defined there);
+    else (always, for trackeval's own scoring functions) a fork server's or spawned worker never runs it."""
+    method = start_method(requested)
+    ctx = multiprocessing.get_context(method) if main else _context_without_main(method)
     if isinstance(ctx, multiprocessing.context.ForkServerContext):
-        ctx.set_forkserver_preload([fn.__module__, *preload, *_main_imports()])
+        ctx.set_forkserver_preload([fn.__module__, *preload, *(_main_imports() if main else ())])
     elif ctx.get_start_method() == "fork":
         for name in preload:
             importlib.import_module(name)
@@ -214,7 +294,7 @@ def map_pool(
     """``[fn(item) for item in items]`` on a process pool of ``workers`` workers, in input order; the progress bar
     runs only once every case is submitted. A worker that dies raises :class:`WorkerDied`
     (:func:`_pool_worker_died`); any other first exception of ``fn`` propagates as it is."""
-    ctx = pool_context(fn, config.start_method, preload)
+    ctx = pool_context(fn, config.start_method, preload, _defined_in_main(fn, items))
     table = _CaseTable(ctx, len(items))
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker, initargs=(table.arrays,))
     with pool:
