@@ -86,8 +86,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 
 
 def run_pipeline(args: argparse.Namespace) -> int:
+    from trackeval.pipeline import models  # imports no torch: the pin below must come first
+
+    if args.stage in models.TORCH_STAGES:
+        models.pin_cpu_numerics()  # the same model bytes on every x86-64 CPU (docs/pipeline.md)
     from trackeval.api import load_config
-    from trackeval.pipeline import models, prepare, stages
+    from trackeval.pipeline import prepare, stages
     from trackeval.pipeline.params import load_pipeline_params
 
     params = load_pipeline_params(args.params)

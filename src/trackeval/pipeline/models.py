@@ -6,33 +6,82 @@ region grower or the click U-Net of :mod:`trackeval.demo.baselines`, run through
 into an offline log), and two documented baselines where no trainable model fits the demo data: 3D-MIR
 rankings (:mod:`trackeval.demo.mir3d_baselines`; no CT volumes ship) and X-ray classification scores
 (:func:`simulated_scores`; the NIH table has labels but no images in any registry package).
+
+Both stages run under :func:`pin_cpu_numerics` (``trackeval pipeline train|predict`` call it first): the networks'
+bytes are then the same on every x86-64 CPU with AVX2. Importing this module imports no torch (the demo modules
+are imported when a stage runs), so that the pin comes before torch; it lives here, a dependency of both stages
+in ``dvc.yaml``, so that changing it re-runs them.
 """
 
 from __future__ import annotations
 
 import csv
 import json
+import os
+import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import nibabel as nib
 import numpy as np
 from PIL import Image
 
 from trackeval.benchmarks.imis.runner import write_log
-from trackeval.config import EvalConfig
-from trackeval.demo import segmodel
-from trackeval.demo.baselines import train_click_unet
 from trackeval.demo.mir3d_baselines import write_baseline
-from trackeval.pipeline.params import VersionSpec
-from trackeval.pipeline.prepare import project_labels
+
+if TYPE_CHECKING:  # params (its SegModelSpec), segmodel, baselines and prepare import torch
+    from trackeval.config import EvalConfig
+    from trackeval.pipeline.params import VersionSpec
 
 IMIS_WEIGHTS = "imis_unet.pt"
 IMIS_SPEC = "imis.json"
+#: the stages that run torch: ``trackeval pipeline <stage>`` calls :func:`pin_cpu_numerics` before them
+TORCH_STAGES = ("train", "predict")
+#: The environment that makes torch's numerics the same on every x86-64 CPU with AVX2 (docs/pipeline.md,
+#: "Reproducible on any x86-64 CPU"); torch and MKL read it when first used, so it is set before torch is imported.
+CPU_PIN = {
+    "ATEN_CPU_CAPABILITY": "avx2",  # ATen's vectorised kernels: the AVX2 build, also on AVX-512 CPUs
+    "MKL_CBWR": "AVX2",  # MKL's Conditional Numerical Reproducibility: one code branch, fixed cache sizes
+    "MKL_DYNAMIC": "FALSE",  # MKL and OpenMP never change the thread count at run time
+    "OMP_DYNAMIC": "FALSE",
+    "OMP_NUM_THREADS": "1",  # one thread: every reduction is split the same way on every machine
+    "MKL_NUM_THREADS": "1",
+}
+
+
+def pin_cpu_numerics() -> str:
+    """Make this process's torch results bit-for-bit the same on every x86-64 CPU with AVX2; returns the ATen
+    capability in use (``"AVX2"``; another one, with a warning on stderr, means the results will differ).
+
+    Sets :data:`CPU_PIN` in ``os.environ`` (overriding the caller's values), then in torch: one intra-op thread,
+    oneDNN off (its convolutions size their blocks, and so the order of their sums, from the CPU's cache sizes,
+    which no setting fixes; without it a convolution is ATen's vol2col + MKL gemm, under ``MKL_CBWR``) and
+    deterministic algorithms (an op without a deterministic CPU kernel raises). Call it before torch is first
+    imported in the process; calling it again is harmless. Not covered: CPUs without AVX2 (before Intel Haswell /
+    AMD Excavator), other architectures, other torch / MKL / MONAI versions.
+    """
+    os.environ.update(CPU_PIN)
+    import torch
+
+    torch.set_num_threads(1)
+    torch.backends.mkldnn.enabled = False
+    torch.use_deterministic_algorithms(True)
+    capability = torch.backends.cpu.get_cpu_capability()
+    if capability != "AVX2":
+        print(
+            f"warning: torch runs its {capability} kernels, not AVX2 (a CPU without AVX2, or torch used before "
+            "the pin): the trained models will differ from the committed dvc.lock",
+            file=sys.stderr,
+        )
+    return capability
 
 
 def train(version: VersionSpec, prepared: Path, data: Path, out: Path) -> None:
     """Train the version's networks into ``out``: ``umd/`` (weights + spec) and, for the click U-Net,
     ``imis_unet.pt``; ``imis.json`` records the interactive model either way."""
+    from trackeval.demo import segmodel
+    from trackeval.demo.baselines import train_click_unet
+
     pairs = segmodel.load_training_set(prepared / "umd" / "train" / "manifest.csv")
     net = segmodel.train(version.segmenter, pairs)
     segmodel.save(net, version.segmenter, out / "umd")
@@ -69,6 +118,9 @@ def _write_scores(labels_csv: Path, out: Path, signal: float, seed: int) -> None
 
 def _predict_umd(models: Path, prepared: Path, out: Path) -> None:
     """UMD predictions for every test case, and the projected X-ray seg predictions of the CT cases."""
+    from trackeval.demo import segmodel
+    from trackeval.pipeline.prepare import project_labels
+
     net, spec = segmodel.load(models / "umd")
     gt = prepared / "umd" / "gt"
     (out / "umd").mkdir(parents=True, exist_ok=True)
