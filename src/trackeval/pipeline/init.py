@@ -438,6 +438,19 @@ _SECTION = re.compile(r"^\s*\[\s*['\"]?([^'\"\]]*?)['\"]?\s*\]\s*$")
 _SETTING = re.compile(r"^\s*html_template\s*=\s*(.*?)\s*$")
 
 
+def _html_template_line(lines: list[str]) -> tuple[int | None, int | None, str | None]:
+    """In ``.dvc/config``'s ``lines``: the index of the ``[plots]`` header, of its first ``html_template`` line and
+    that line's value (None for what is absent)."""
+    sections = [(i, m.group(1)) for i, line in enumerate(lines) if (m := _SECTION.match(line))]
+    start = next((i for i, name in sections if name == "plots"), None)
+    if start is None:
+        return None, None, None
+    end = next((i for i, _ in sections if i > start), len(lines))
+    found = [(i, m.group(1)) for i in range(start + 1, end) if (m := _SETTING.match(lines[i]))]
+    at, current = found[0] if found else (None, None)
+    return start, at, current
+
+
 def _dvc_config(root: Path, force: bool) -> _Edit:
     """``.dvc/config`` (DVC's INI file) with ``[plots] html_template`` naming the offline page, so ``dvc plots
     show`` draws without network; its other lines are kept byte for byte. Another template already named there is
@@ -447,14 +460,10 @@ def _dvc_config(root: Path, force: bool) -> _Edit:
     text = old or ""
     lines = text.splitlines(keepends=True)
     setting, done = f"    html_template = {HTML_TEMPLATE}\n", f"{shown}: plots.html_template = {HTML_TEMPLATE}"
-    sections = [(i, m.group(1)) for i, line in enumerate(lines) if (m := _SECTION.match(line))]
-    start = next((i for i, name in sections if name == "plots"), None)
+    start, at, current = _html_template_line(lines)
     if start is None:
         new = text + ("\n" if text and not text.endswith("\n") else "") + "[plots]\n" + setting
         return _Edit(shown, path, old, new, f"{done} (dvc plots show works offline)")
-    end = next((i for i, _ in sections if i > start), len(lines))
-    found = [(i, m.group(1)) for i in range(start + 1, end) if (m := _SETTING.match(lines[i]))]
-    at, current = found[0] if found else (None, None)
     if current == HTML_TEMPLATE:
         return _Edit(shown, path, old, text, f"{done}: already set")
     if current is not None and not force:
