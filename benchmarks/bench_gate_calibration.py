@@ -33,7 +33,10 @@ Printed, each as measured vs target:
   ``trackeval.benchmarks.xray.evaluate`` and ``decide`` (at least 2000 replications);
 * ``--guard``: the worst-group guard's family-wise refusal rate at its least favourable null: 13 organs, every
   organ (hence both modalities: 15 groups) exactly at ``-group_margin`` (0.05), at 6 / 12 / 30 / 100 subjects
-  (target <= 5%; at least 2000 replications).
+  (target <= 5%; at least 2000 replications);
+* ``--imis`` / ``--mir3d``: headline CI coverage, type I and delta CI coverage of IMIS (subjects of 1-4 images,
+  ``imis/dice_auc``) and 3D-MIR (query volumes of the bundled test splits, ``mir3d/group/ap_at_10``), simulated
+  in ``calibration_units.py`` (its docstring; at least 2000 replications, gate resamples 2000).
 
 The Monte-Carlo standard error of a rate p over R replications is sqrt(p (1 - p) / R): about 0.7 points for a
 95% coverage at R = 1000, 0.5 points for a 3% error rate.
@@ -53,6 +56,7 @@ from statistics import NormalDist
 
 import numpy as np
 
+import calibration_units
 from trackeval.api import gate_policies, load_config
 from trackeval.benchmarks import umd
 from trackeval.config import EvalConfig
@@ -420,11 +424,18 @@ def main() -> int:
     ap.add_argument("--guard", action="store_true", help="only the guard's family-wise rows (>= 2000 replications)")
     ap.add_argument("--subjects", default="6,12,30,100", help="the guard's numbers of subjects (default 6,12,30,100)")
     ap.add_argument("--ragged", action="store_true", help="only UMD with subjects of 1-10 scans and missing organs")
+    ap.add_argument("--imis", action="store_true", help="only IMIS, subjects of 1-4 images (>= 2000 replications)")
+    ap.add_argument("--mir3d", action="store_true", help="only 3D-MIR, query volume clusters (>= 2000 replications)")
     args = ap.parse_args()
     reps = 200 if args.quick else args.reps
     cfg = _config(args.resamples)
     t0 = time.perf_counter()
-    if args.ragged:
+    units = args.imis or args.mir3d
+    if units:  # at least 2000 replications, unless --quick (a smoke run)
+        reps = reps if args.quick else max(reps, 2000)
+        rows = calibration_units.imis_rates(reps, args.resamples, args.seed) if args.imis else []
+        rows += calibration_units.mir3d_rates(reps, args.resamples, args.seed) if args.mir3d else []
+    elif args.ragged:
         rows = umd_ragged(reps, cfg, args.seed)
     elif args.xray or args.guard:
         rows = xray_rates(max(reps, 2000), args.seed) if args.xray else []
@@ -440,7 +451,8 @@ def main() -> int:
     if args.xray or args.guard:  # these fix their own counts: >= 2000 replications; the guard's gate B = 2000
         what = f"{max(reps, 2000)} replications per setting, gate resamples 2000 (guard) / DeLong (xray)"
     else:
-        what = f"{reps} replications per setting, {args.resamples} resamples"
+        gate_b = ", gate resamples 2000" if units else ""
+        what = f"{reps} replications per setting, {args.resamples} resamples{gate_b}"
     print(f"{what}, seed {args.seed}, {time.perf_counter() - t0:.0f} s")
     return 0 if all(r[3] for r in rows) else 1
 
