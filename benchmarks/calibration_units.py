@@ -37,19 +37,24 @@ import numpy as np
 from scipy.special import ndtr, ndtri
 
 from trackeval.api import gate_policies, load_config
-from trackeval.benchmarks import imis, mir3d
+from trackeval.benchmarks.imis import adapter as imis_adapter
+from trackeval.benchmarks.imis import aggregates as imis_aggregates
+from trackeval.benchmarks.imis import scoring as imis_scoring
+from trackeval.benchmarks.imis.cases import LAYOUTS, IMISCase
+from trackeval.benchmarks.imis.volumes import TOTALSEG
+from trackeval.benchmarks.mir3d import adapter as mir3d
+from trackeval.benchmarks.mir3d import readers as mir3d_readers
 from trackeval.config import EvalConfig
 from trackeval.demo.mir3d_baselines import data_dir
 from trackeval.engine.driver import Evaluation, finish
 from trackeval.gate.decide import decide
-from trackeval.io.imis import LAYOUTS, TOTALSEG, IMISCase
 from trackeval.results import BenchmarkResult
 
 Row = tuple[str, float, str, bool]
 #: IMIS images: ``(case id, subject, targets)``
 ImisDesign = list[tuple[str, str, tuple[str, ...]]]
 #: 3D-MIR: the regions' truths restricted to the drawn queries
-Mir3dDesign = dict[str, mir3d.RegionTruth]
+Mir3dDesign = dict[str, mir3d_readers.RegionTruth]
 
 IMIS_CLICKS = 9
 IMIS_A = 0.3  # latent level of click 1: mean Dice 0.58 at click 1, 0.84 at click 9
@@ -146,20 +151,23 @@ def _imis_result(design: ImisDesign, latent: np.ndarray, cfg: EvalConfig, versio
     for case_id, subject, targets in design:
         case = IMISCase(case_id, Path(case_id), Path(case_id), "mri", "abdomen", {}, TOTALSEG, None, subject)
         metrics = {
-            t: imis.sequence_metrics(truth, {"point": [_mask(d) for d in next(curves)]}, cfg.imis) for t in targets
+            t: imis_scoring.sequence_metrics(truth, {"point": [_mask(d) for d in next(curves)]}, cfg.imis)
+            for t in targets
         }
-        records.append(imis._record(case, metrics))
+        records.append(imis_scoring._record(case, metrics))
     evaluation = Evaluation(
         records=records,
-        aggregates=imis.aggregate(records, cfg, prompts),
+        aggregates=imis_aggregates.aggregate(records, cfg, prompts),
         item_kind="target",
         ground_truth_digest="simulated",
         predictions_digest=version,
-        summary=imis._summary(records, cfg.imis, prompts),
+        summary=imis_adapter._summary(records, cfg.imis, prompts),
         formats={"ground_truth": TOTALSEG},
     )
     layout = next(x for x in LAYOUTS if x.name == TOTALSEG)
-    return finish("imis", evaluation, config=imis._config(cfg, layout), model={"name": "sim", "version": version})
+    return finish(
+        "imis", evaluation, config=imis_adapter._config(cfg, layout), model={"name": "sim", "version": version}
+    )
 
 
 def imis_rates(reps: int, resamples: int, seed: int, subjects: tuple[int, ...] = (6, 12, 30)) -> list[Row]:
@@ -188,7 +196,7 @@ def imis_rates(reps: int, resamples: int, seed: int, subjects: tuple[int, ...] =
 
 def _mir3d_truth() -> Mir3dDesign:
     """The bundled 3D-MIR labels and splits, read by the adapter (every region)."""
-    return mir3d.load_ground_truth(data_dir())
+    return mir3d_readers.load_ground_truth(data_dir())
 
 
 def _mir3d_design(rng: np.random.Generator, truth: Mir3dDesign, volumes: int) -> Mir3dDesign:
@@ -224,8 +232,8 @@ def _mir3d_result(design: Mir3dDesign, ap: dict[str, np.ndarray], cfg: EvalConfi
     names = [*(f"p_at_{k}" for k in mcfg.ks), f"ap_at_{mcfg.ap_k}"]
     records = []
     for region, t in design.items():
-        lists = {(region, q): mir3d.RankedList(region, q, tuple(range(mcfg.depth))) for q in t.queries}
-        scores = {kind: dict.fromkeys(names, ap[region]) for kind in mir3d.RELEVANCE}
+        lists = {(region, q): mir3d_readers.RankedList(region, q, tuple(range(mcfg.depth))) for q in t.queries}
+        scores = {kind: dict.fromkeys(names, ap[region]) for kind in mir3d_readers.RELEVANCE}
         records += mir3d._records(t, scores, lists, mcfg.depth)
     evaluation = Evaluation(
         records, mir3d.aggregate(records, list(design), cfg), "region", "simulated", version,
