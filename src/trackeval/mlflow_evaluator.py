@@ -330,7 +330,7 @@ def log_to_run(run_id: str, result: Any, cfg: Any, scratch: Path, *, headlines: 
     from trackeval.results import headline_metrics
     from trackeval.tracking.client import Mlflow
     from trackeval.tracking.lineage import dvc_data_digest, flatten, git_commit, idempotency_key
-    from trackeval.tracking.track_logging import FolderToTrack, _dataset, log_batches, stage_all
+    from trackeval.tracking.track_logging import FolderToTrack, evaluation_dataset, log_batches, stage_all
 
     ml = Mlflow(cfg.tracking)
     files = output_bytes(result)
@@ -347,7 +347,7 @@ def log_to_run(run_id: str, result: Any, cfg: Any, scratch: Path, *, headlines: 
         ml.call("log_batch", ml.client.log_batch, run_id, params=params, tags=tags)
         log_batches(ml, run_id, metrics)
         digest = (lineage["dvc"] or result.data.ground_truth_digest)[:36]
-        ml.call("log_inputs", ml.client.log_inputs, run_id, datasets=[_dataset(result, root, digest)])
+        ml.call("log_inputs", ml.client.log_inputs, run_id, datasets=[evaluation_dataset(result, root, digest)])
         ml.call("log_artifacts", ml.client.log_artifacts, run_id, str(staged))
     base = ml.call("get_run", ml.client.get_run, run_id).info.artifact_uri.rstrip("/")
     return {
@@ -363,9 +363,9 @@ def _tags(result: Any, lineage: dict[str, str], digest: str) -> list[Any]:
     from mlflow.entities import RunTag
 
     from trackeval.tracking.tags import RESULTS_DIGEST_TAG, TAG
-    from trackeval.tracking.track_logging import _child_tags
+    from trackeval.tracking.track_logging import child_tags
 
-    tags = {**_child_tags(result, lineage, ""), RESULTS_DIGEST_TAG: digest}
+    tags = {**child_tags(result, lineage, ""), RESULTS_DIGEST_TAG: digest}
     for key in ("mlflow.parentRunId", "mlflow.source.git.commit", *(TAG + k for k in _NOT_ON_USER_RUN)):
         tags.pop(key)
     return [RunTag(k, v) for k, v in sorted(tags.items())]

@@ -39,7 +39,7 @@ class FolderToTrack:
     digest: str
 
 
-def _child_tags(result: BenchmarkResult, lineage: dict[str, str], parent_id: str) -> dict[str, str]:
+def child_tags(result: BenchmarkResult, lineage: dict[str, str], parent_id: str) -> dict[str, str]:
     return {
         "mlflow.parentRunId": parent_id,
         "mlflow.source.git.commit": lineage["git_commit"],
@@ -72,7 +72,7 @@ def parent_tags(name: str, version: str, lineage: dict[str, str]) -> dict[str, s
     }
 
 
-def _dataset(result: BenchmarkResult, folder: Path, digest: str) -> Any:
+def evaluation_dataset(result: BenchmarkResult, folder: Path, digest: str) -> Any:
     """The evaluated cases as an ``mlflow.data`` dataset entity (digest: the DVC / ground-truth digest)."""
     import mlflow.data
     import pandas as pd
@@ -147,7 +147,7 @@ def log_children(
     with contextlib.ExitStack() as open_runs:
         for ev in todo:
             result = ev.result
-            tags = {**_child_tags(result, lineage, parent_id), RESULTS_DIGEST_TAG: ev.digest}
+            tags = {**child_tags(result, lineage, parent_id), RESULTS_DIGEST_TAG: ev.digest}
             name = f"{result.unit} {result.model['name']}/{result.model['version']}"
             run_id = open_runs.enter_context(ml.run(name, tags))
             config = flatten({"benchmark": result.benchmark, **result.config})
@@ -156,7 +156,9 @@ def log_children(
             others = [m for m in linked_metrics(result, model_id) if m.key not in heads]
             ml.call("log_batch", ml.client.log_batch, run_id, metrics=others, params=params)
             digest = (lineage["dvc"] or result.data.ground_truth_digest)[:36]
-            ml.call("log_inputs", ml.client.log_inputs, run_id, datasets=[_dataset(result, ev.folder, digest)])
+            ml.call(
+                "log_inputs", ml.client.log_inputs, run_id, datasets=[evaluation_dataset(result, ev.folder, digest)]
+            )
             ml.call("log_artifacts", ml.client.log_artifacts, run_id, str(staged[ev.key]))
             ids[ev.key] = run_id
         for ev in todo:  # last: the numbers the leaderboard and the Models tab read
