@@ -286,6 +286,8 @@ def test_effective_units_of_equal_clusters_is_their_count_exactly():
     assert float(effective_units(np.array([0.1, 0.1, 0.1, 0.0]), np.array([0, 1, 2, 3]))) == 3.0
     # per column: each column's clusters are compared among themselves
     assert effective_units(np.array([[0.1, 0.5], [0.1, 0.5], [0.1, 0.0]]), None).tolist() == [3.0, 2.0]
+    # (Kish's own formula gives 2.999999999999999 for three 0.3s: the count comes from the comparison per column)
+    assert effective_units(np.array([[0.001, 0.3]] * 3), None).tolist() == [3.0, 3.0]
     assert effective_units(np.full(6, 1 / 6), np.array([0, 0, 1, 1, 2, 2])).shape == ()
 
 
