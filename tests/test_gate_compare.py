@@ -143,6 +143,16 @@ def test_bootstrap_rows_hold_each_sides_headline_and_the_paired_interval():
     assert (site_a.candidate, site_a.baseline) == (a.candidate, a.baseline)
     assert (site_a.ci95_low, site_a.ci95_high, site_a.n_units) == (a.low, a.high, 1) and site_a.n_pairs == 2
     np.testing.assert_array_equal(site_a.samples, a.samples)
+    # the expansions' effective numbers of subjects (Kish, from both sides' case weights summed), by hand:
+    # headline: cases weigh 37, 22, 12, 37, 12 (/60), subjects s1, s2, s3 59, 12, 49: 120^2 / 6026
+    assert head.n_effective == pytest.approx(14400 / 6026, rel=1e-12) and head.n_effective == whole.n_effective
+    # heart: c1 1/2 + 1/3, c2 1/3, c4 1/2 + 1/3 -> s1 7/6, s3 5/6: 4 / (74/36); liver: 2/5 a case -> 100 / 36
+    assert heart.n_effective == pytest.approx(144 / 74, rel=1e-12) and heart.n_units == 2
+    assert liver.n_effective == pytest.approx(100 / 36, rel=1e-12)
+    # site a is one subject; in site b c3 weighs 1/4 + 1/4 and c4 3/4 + 3/4: 2^2 / (1/4 + 9/4) = 1.6
+    assert site_a.n_effective == 1.0 and site_a.expansion_units == 1.0
+    assert rows["toy/dsc/by_site/b"].n_effective == pytest.approx(1.6, rel=1e-12)
+    assert "n_effective" not in comp.model_dump(mode="json")["rows"][0]
 
 
 def test_rows_are_reproducible_and_do_not_depend_on_the_other_rows():

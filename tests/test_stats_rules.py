@@ -281,6 +281,13 @@ def test_effective_units_of_equal_clusters_is_their_count_exactly():
     # a cluster of no weight is no unit; nothing weighs anything: 0
     assert float(effective_units(np.array([0.5, 0.5, 0.0]), np.array([7, 3, 5]))) == 2.0
     assert float(effective_units(np.zeros(4), np.array([0, 0, 1, 1]))) == 0.0
+    assert float(effective_units(np.zeros(0), np.zeros(0, dtype=np.int64))) == 0.0  # no case at all
+    # Kish's own formula rounds beside the count here: (3 x 0.1)^2 / (3 x 0.01) = 3.0000000000000004
+    assert float(effective_units(np.array([0.1, 0.1, 0.1, 0.0]), np.array([0, 1, 2, 3]))) == 3.0
+    # per column: each column's clusters are compared among themselves
+    assert effective_units(np.array([[0.1, 0.5], [0.1, 0.5], [0.1, 0.0]]), None).tolist() == [3.0, 2.0]
+    # (Kish's own formula gives 2.999999999999999 for three 0.3s: the count comes from the comparison per column)
+    assert effective_units(np.array([[0.001, 0.3]] * 3), None).tolist() == [3.0, 3.0]
     assert effective_units(np.full(6, 1 / 6), np.array([0, 0, 1, 1, 2, 2])).shape == ()
 
 
@@ -318,6 +325,10 @@ def test_case_and_item_weights_are_each_cases_share_of_the_estimate():
     with_none = np.vstack([valid, np.zeros(3)])
     assert case_weights(with_none, items, "case_mean").tolist() == [0.25, 0.25, 0.25, 0.25, 0.0]
     assert case_weights(np.zeros((2, 3)), items, "case_mean").tolist() == [0.0, 0.0]
+    # a single value carries the whole estimate
+    assert item_weights(np.array([[1.0], [0.0]])).tolist() == [[1.0], [0.0]]
+    assert case_weights(np.array([[0.0], [1.0]]), np.array([True]), "case_mean").tolist() == [0.0, 1.0]
+    assert case_weights(np.array([[0.0], [1.0]]), np.array([True]), "item_mean").tolist() == [0.0, 1.0]
 
 
 def test_resamples_for_a_level_and_none_where_the_expanded_level_underflows():
@@ -327,6 +338,23 @@ def test_resamples_for_a_level_and_none_where_the_expanded_level_underflows():
     # 1 degree of freedom (an effective 1.6 clusters, or 2): Phi(sqrt(n/(n-1)) t_1) of 0.05/15 is 0.0 in floats
     assert resamples_for(0.05 / 15, 1.6, "expanded_percentile") == math.inf
     assert resamples_for(0.05 / 15, 2, "expanded_percentile") == math.inf
+
+
+def test_ratio_is_nan_over_nothing_and_never_warns():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = ratio(np.array([np.inf, 1.0, 3.0]), np.array([np.inf, 0.0, 2.0]))
+    assert np.isnan(out[:2]).all() and out[2] == 1.5
+
+
+def test_a_corpus_comparison_expands_with_the_count_of_clusters():
+    # no case weights for a corpus function: its n_effective is its n_units, and it has no items
+    def fn(w):
+        return w @ np.array([1.0, 2.0, 4.0]) / w.sum(axis=1)
+
+    d = paired_corpus(fn, fn, 3, n_resamples=5, clusters=np.array([0, 0, 1]))
+    assert d.n_units == 2 and d.n_effective == 2.0 and isinstance(d.n_effective, float)
+    assert d.item_effective.shape == (0,)
 
 
 def test_equal_clusters_with_every_value_expand_with_their_count():
