@@ -253,7 +253,8 @@ def test_the_code_identity_covers_every_layer_scoring_can_import():
     from trackeval.engine.cache import SCORING_CODE, code_identity
 
     covered = {name.removesuffix(".py") for name in SCORING_CODE}
-    assert covered == {"benchmarks"} | ALLOWED["benchmarks"] | LEAVES
+    # _moved only forwards the former module paths (aliases no scoring code imports): no number depends on it
+    assert covered == {"benchmarks"} | ALLOWED["benchmarks"] | (LEAVES - {"_moved"})
     assert code_identity().startswith("trackeval ") and "+src." in code_identity()
 
 
