@@ -365,6 +365,19 @@ def config_value(config: Mapping[str, Any], path: str) -> object:
     return node
 
 
+def case_items(cases: Sequence[CaseRecord]) -> list[str]:
+    """Every item (organ, region, finding...) any case has, sorted by name."""
+    return sorted({item for case in cases for item in case.metrics})
+
+
+def case_field(cases: Sequence[CaseRecord], name: str) -> list[str | None]:
+    """One per-case column in case order: ``case_id``, ``subject_id``, ``status``, ``message``, or the value of the
+    case group ``name`` (None where a case lacks that group)."""
+    if name in CASE_COLUMNS:
+        return [getattr(case, name) for case in cases]
+    return [case.groups.get(name) for case in cases]
+
+
 def item_matrix(cases: Sequence[CaseRecord], items: Sequence[str], metric: str) -> np.ndarray:
     """``(n_cases, n_items)`` float array of one per-item metric; NaN where a value is missing or null."""
     out = np.full((len(cases), len(items)), np.nan)
