@@ -16,6 +16,11 @@ box            ``{dim, case_id, subject_id, value}``                           a
 curve_k        ``{dim, k, value, ci95_low, ci95_high}``                        ``<metric at k>/by_<dim>/<group>``
 =============  ==============================================================  =====================================
 
+The records are read through the column accessors of :mod:`trackeval.results` (:func:`case_items`,
+:func:`item_matrix`, :func:`case_field`), never record by record. ROC and PR curves are computed on every
+label/score pair with numpy (one point per distinct score, the points of sklearn's curves) and thinned to at
+most :data:`MAX_POINTS` per curve for drawing (:func:`thin_curve`); the operating points use the full data.
+
 Human readers' operating points (:func:`reader_point_rows`, drawn on the ``roc`` figure) come from the
 aggregates the unit recorded for them (names in :mod:`trackeval.metrics.readers`).
 
@@ -25,6 +30,7 @@ never collides with an item).
 
 from __future__ import annotations
 
+import heapq
 import math
 import re
 
@@ -33,13 +39,17 @@ import numpy as np
 from trackeval.metrics.classification import calibration_bins
 from trackeval.metrics.readers import READER_DIMENSION, READER_SENSITIVITY, READER_SPECIFICITY
 from trackeval.registry import metric_info, units
-from trackeval.results import BenchmarkResult, PlotSpec, config_value
+from trackeval.results import BenchmarkResult, PlotSpec, case_field, case_items, config_value, item_matrix
 from trackeval.stats.reduce import nan_mean
 
 #: the group of the pooled (micro-averaged) rows of the label/score kinds
 POOLED = "(pooled)"
 #: reliability bins when the result's config has no ``ece_bins``
 DEFAULT_BINS = 10
+#: the most points a drawn ROC or PR curve keeps (:func:`thin_curve`)
+MAX_POINTS = 1000
+#: thinning stops adding points once none is farther than this off (axis units: a tenth of a pixel at 1,000)
+TOLERANCE = 1e-4
 
 
 def breakdown_rows(result: BenchmarkResult, head: str, dim: str) -> list[dict[str, object]]:
@@ -55,13 +65,13 @@ def breakdown_rows(result: BenchmarkResult, head: str, dim: str) -> list[dict[st
 
 def label_score_pairs(result: BenchmarkResult) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """``{item: (labels, scores)}`` over the cases whose record of the item has a 0/1 ``label`` and a ``score``
-    (uncertain labels, ``null``, are left out); items sorted by name, cases in record order."""
-    pairs: dict[str, list[tuple[float, float]]] = {}
-    for case in result.cases:
-        for item, m in case.metrics.items():
-            if m.get("label") in (0.0, 1.0) and m.get("score") is not None:
-                pairs.setdefault(item, []).append((float(m["label"]), float(m["score"])))  # type: ignore[arg-type]
-    return {item: tuple(np.array(v).T) for item, v in sorted(pairs.items())}  # type: ignore[misc]
+    (uncertain labels, ``null``, are left out); items sorted by name, cases in record order; an item without
+    such a pair is absent."""
+    cases = result.cases
+    items = case_items(cases)
+    labels, scores = item_matrix(cases, items, "label"), item_matrix(cases, items, "score")
+    ok = ((labels == 0.0) | (labels == 1.0)) & ~np.isnan(scores)
+    return {item: (labels[ok[:, j], j], scores[ok[:, j], j]) for j, item in enumerate(items) if ok[:, j].any()}
 
 
 def _pooled(pairs: dict[str, tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
@@ -69,55 +79,130 @@ def _pooled(pairs: dict[str, tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray
     return np.concatenate([y for y, _ in pairs.values()]), np.concatenate([s for _, s in pairs.values()])
 
 
-def roc_rows(result: BenchmarkResult) -> list[dict[str, object]]:
-    """Micro-averaged ROC over every (case, item) pair with a 0/1 ``label`` and a ``score``: rows
-    ``{fpr, tpr, threshold}`` (thresholds capped at 1; empty when no record carries labels and scores)."""
-    from sklearn.metrics import roc_curve
+def _counts(y: np.ndarray, s: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(fps, tps, thresholds)``: the false and true positives (float counts) of the rule ``score >= t`` at
+    each distinct score ``t``, highest first (sklearn's ``confusion_matrix_at_thresholds``; ``y`` holds 0/1)."""
+    order = np.argsort(s)[::-1]  # not stable: the counts at the end of a run of equal scores do not depend on it
+    s, y = s[order], y[order]
+    last = np.r_[np.flatnonzero(np.diff(s)), s.size - 1]  # the last sample of each run of equal scores
+    tps = np.cumsum(y, dtype=np.float64)[last]
+    return 1 + last - tps, tps, s[last]
 
-    pairs = [
-        (m["label"], m["score"])
-        for case in result.cases
-        for m in case.metrics.values()
-        if m.get("label") in (0.0, 1.0) and m.get("score") is not None
-    ]
-    if not pairs:
-        return []
-    y, s = np.array(pairs).T
-    fpr, tpr, thr = roc_curve(y, s)
-    return [{"fpr": f, "tpr": t, "threshold": min(float(h), 1.0)} for f, t, h in zip(fpr, tpr, thr, strict=True)]
+
+def roc_points(
+    y: np.ndarray, s: np.ndarray, drop_intermediate: bool = False
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(fpr, tpr, thresholds)`` of the full ROC curve of 0/1 labels ``y`` and scores ``s``: one point per
+    distinct score plus the origin (threshold ``inf``), the values and bits of ``sklearn.metrics.roc_curve``
+    with the same ``drop_intermediate`` (True drops the vertices in the middle of equal steps: the same
+    polyline). ``y`` must hold both classes (otherwise a rate divides by zero)."""
+    fps, tps, thr = _counts(y, s)
+    if drop_intermediate and fps.size > 2:
+        corner = np.r_[True, np.logical_or(np.diff(fps, 2), np.diff(tps, 2)), True]
+        fps, tps, thr = fps[corner], tps[corner], thr[corner]
+    fps, tps = np.r_[0.0, fps], np.r_[0.0, tps]
+    return fps / fps[-1], tps / tps[-1], np.r_[np.inf, thr]
+
+
+def pr_points(y: np.ndarray, s: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(precision, recall, thresholds)`` of the full precision-recall curve, recall decreasing, ending at
+    recall 0 / precision 1 (one threshold fewer than points): the values and bits of
+    ``sklearn.metrics.precision_recall_curve``. ``y`` must hold a positive."""
+    fps, tps, thr = _counts(y, s)
+    precision, recall = tps / (tps + fps), tps / tps[-1]  # tps + fps >= 1: every threshold calls a sample
+    return np.r_[precision[::-1], 1.0], np.r_[recall[::-1], 0.0], thr[::-1]
+
+
+def _worst(x: np.ndarray, y: np.ndarray, a: int, b: int, step: bool) -> tuple[float, int, int, int]:
+    """``(-error, a, b, split)`` of the span between kept points ``a < b - 1`` (a heap entry).
+
+    The error is the largest vertical distance from a point strictly inside to what is drawn from ``a`` to
+    ``b``: the chord (``step`` False; a vertical chord: the distance outside its y range) or the level ``y[a]``
+    held until ``b`` (``step``: matplotlib's ``steps-post``). The split is the farthest point for the chord
+    (Ramer-Douglas-Peucker) and, for a step, the first point at least half the error away (the farthest is
+    often the last one of a trend, which would split one point off at a time)."""
+    inside = y[a + 1 : b]
+    if step:
+        err = np.abs(inside - y[a])
+    elif x[b] == x[a]:
+        err = np.maximum(np.maximum(inside - max(y[a], y[b]), min(y[a], y[b]) - inside), 0.0)
+    else:
+        err = np.abs(inside - (y[a] + (x[a + 1 : b] - x[a]) * ((y[b] - y[a]) / (x[b] - x[a]))))
+    worst = float(err.max())
+    j = int(np.argmax(err >= worst / 2)) if step else int(np.argmax(err))
+    return -worst, a, b, a + 1 + j
+
+
+def thin_curve(
+    x: np.ndarray, y: np.ndarray, step: bool = False, max_points: int = MAX_POINTS, tolerance: float = TOLERANCE
+) -> np.ndarray:
+    """Indices (increasing) of the points of the curve ``(x, y)`` (``x`` monotone) to draw: all of them when there
+    are at most ``max_points``; otherwise the first, the last and, split after split, the point of the span whose
+    drawing is farthest off (:func:`_worst`; ``step``: drawn as ``steps-post``), until ``max_points`` are kept
+    or no point is more than ``tolerance`` (in y units) off. At 10^5 label/score pairs and 1,000 points the drawn
+    ROC stays within 2e-3 of the full one vertically (its trapezoid AUC within 1e-3 of sklearn's) and the PR
+    steps within 2e-3: under a pixel of the report's figures (``tests/test_plot_thinning.py``). Cost: one numpy
+    pass over a span per split, ~30 ms for a curve of 10^6 points."""
+    n = len(x)
+    if n <= max_points:
+        return np.arange(n)
+    keep = [0, n - 1]
+    spans = [_worst(x, y, 0, n - 1, step)]
+    while spans and len(keep) < max_points:
+        neg_error, a, b, j = heapq.heappop(spans)
+        if -neg_error <= tolerance:
+            break
+        keep.append(j)
+        for lo, hi in ((a, j), (j, b)):
+            if hi - lo > 1:
+                heapq.heappush(spans, _worst(x, y, lo, hi, step))
+    return np.sort(np.array(keep))
 
 
 def _both_classes(y: np.ndarray) -> bool:
     return bool(y.size) and 0 < y.sum() < y.size
 
 
-def roc_curve_rows(result: BenchmarkResult, dim: str = "finding") -> list[dict[str, object]]:
-    """ROC per item, then pooled (group :data:`POOLED`): rows ``{dim, fpr, tpr, threshold}`` of
-    ``sklearn.metrics.roc_curve`` (thresholds capped at 1 as in :func:`roc_rows`); an item without both
-    classes has no curve."""
-    from sklearn.metrics import roc_curve
+def _roc_drawn(y: np.ndarray, s: np.ndarray) -> tuple[list[float], list[float], list[float]]:
+    """The drawn ROC curve: :func:`roc_points` without intermediate vertices, thinned by :func:`thin_curve`, as
+    ``(fpr, tpr, threshold)`` lists (thresholds capped at 1)."""
+    fpr, tpr, thr = roc_points(y, s, drop_intermediate=True)
+    keep = thin_curve(fpr, tpr)
+    return fpr[keep].tolist(), tpr[keep].tolist(), np.minimum(thr[keep], 1.0).tolist()
 
+
+def roc_rows(result: BenchmarkResult) -> list[dict[str, object]]:
+    """Micro-averaged ROC over every (case, item) pair with a 0/1 ``label`` and a ``score``: rows
+    ``{fpr, tpr, threshold}`` (the pooled curve of :func:`roc_curve_rows`: thinned to at most
+    :data:`MAX_POINTS`, thresholds capped at 1); empty when no record carries labels and scores of both
+    classes. This is a ``roc`` plot's ``plot.csv``."""
+    pairs = label_score_pairs(result)
+    y, s = _pooled(pairs) if pairs else (np.zeros(0), np.zeros(0))
+    if not _both_classes(y):
+        return []
+    return [{"fpr": f, "tpr": t, "threshold": h} for f, t, h in zip(*_roc_drawn(y, s), strict=True)]
+
+
+def roc_curve_rows(result: BenchmarkResult, dim: str = "finding") -> list[dict[str, object]]:
+    """ROC per item, then pooled (group :data:`POOLED`): rows ``{dim, fpr, tpr, threshold}``, the points of
+    ``sklearn.metrics.roc_curve`` (thresholds capped at 1) thinned to at most :data:`MAX_POINTS` per curve
+    (:func:`thin_curve`: a curve with fewer is whole); an item without both classes has no curve."""
     pairs = label_score_pairs(result)
     if not pairs:
         return []
     rows: list[dict[str, object]] = []
     for item, (y, s) in [*pairs.items(), (POOLED, _pooled(pairs))]:
-        if not _both_classes(y):
-            continue
-        fpr, tpr, thr = roc_curve(y, s)
-        rows += [
-            {dim: item, "fpr": float(f), "tpr": float(t), "threshold": min(float(h), 1.0)}
-            for f, t, h in zip(fpr, tpr, thr, strict=True)
-        ]
+        if _both_classes(y):
+            rows += [{dim: item, "fpr": f, "tpr": t, "threshold": h} for f, t, h in zip(*_roc_drawn(y, s), strict=True)]
     return rows
 
 
 def pr_rows(result: BenchmarkResult, dim: str = "finding") -> list[dict[str, object]]:
     """Precision-recall per item, then pooled: rows ``{dim, recall, precision, threshold}`` in the order of
     ``sklearn.metrics.precision_recall_curve`` (the last point, recall 0 and precision 1, has no threshold:
-    ``None``); an item without a positive has no curve."""
-    from sklearn.metrics import precision_recall_curve
-
+    ``None``), thinned to at most :data:`MAX_POINTS` per curve for a ``steps-post`` drawing
+    (:func:`thin_curve`: a curve with fewer is whole; the pooled rows in ``plots/`` are these); an item without
+    a positive has no curve."""
     pairs = label_score_pairs(result)
     if not pairs:
         return []
@@ -125,16 +210,13 @@ def pr_rows(result: BenchmarkResult, dim: str = "finding") -> list[dict[str, obj
     for item, (y, s) in [*pairs.items(), (POOLED, _pooled(pairs))]:
         if not y.sum():
             continue
-        precision, recall, thr = precision_recall_curve(y, s)
-        for i, (p, r) in enumerate(zip(precision, recall, strict=True)):
-            rows.append(
-                {
-                    dim: item,
-                    "recall": float(r),
-                    "precision": float(p),
-                    "threshold": float(thr[i]) if i < len(thr) else None,
-                }
-            )
+        precision, recall, thr = pr_points(y, s)
+        keep = thin_curve(recall, precision, step=True)
+        thresholds = [*thr[keep[:-1]].tolist(), None]  # the last point (kept) has none
+        rows += [
+            {dim: item, "recall": r, "precision": p, "threshold": h}
+            for r, p, h in zip(recall[keep].tolist(), precision[keep].tolist(), thresholds, strict=True)
+        ]
     return rows
 
 
@@ -270,30 +352,25 @@ def reliability_rows(
 
 def box_rows(result: BenchmarkResult, plot: PlotSpec) -> list[dict[str, object]]:
     """Per-case values of ``plot.case_metric`` (default ``plot.metric``): rows ``{dim, case_id, subject_id,
-    value}``. Per item (sorted) when ``plot.dimension`` is the result's ``item_kind``; otherwise per value of the
-    case group ``plot.dimension``, a case's value being its mean over items. Null values are left out."""
-    dim, name = plot.dimension, plot.case_metric or plot.metric
-    rows: list[dict[str, object]] = []
+    value}``. Per item (sorted; cases in record order) when ``plot.dimension`` is the result's ``item_kind``;
+    otherwise per value of the case group ``plot.dimension`` (cases sorted by it, stably), a case's value being
+    its mean over items. Null values, and cases without the group or any value, are left out."""
+    dim, cases = plot.dimension, result.cases
+    items = case_items(cases)
+    values = item_matrix(cases, items, plot.case_metric or plot.metric)
+    ids, subjects = case_field(cases, "case_id"), case_field(cases, "subject_id")
     if dim == result.item_kind:
-        items = sorted({item for case in result.cases for item in case.metrics})
-        for item in items:
-            for case in result.cases:
-                v = case.metrics.get(item, {}).get(name)
-                if v is not None:
-                    rows.append({dim: item, "case_id": case.case_id, "subject_id": case.subject_id, "value": v})
-        return rows
-    for case in sorted(result.cases, key=lambda c: c.groups.get(dim, "")):
-        values = [m[name] for m in case.metrics.values() if m.get(name) is not None]
-        if dim in case.groups and values:
-            rows.append(
-                {
-                    dim: case.groups[dim],
-                    "case_id": case.case_id,
-                    "subject_id": case.subject_id,
-                    "value": float(np.mean(values)),  # type: ignore[arg-type]
-                }
-            )
-    return rows
+        at = np.nonzero(~np.isnan(values.T))  # item by item, cases in order
+        return [
+            {dim: items[j], "case_id": ids[i], "subject_id": subjects[i], "value": v}
+            for j, i, v in zip(at[0].tolist(), at[1].tolist(), values.T[at].tolist(), strict=True)
+        ]
+    groups, means = case_field(cases, dim), nan_mean(values, axis=1)
+    shown = [i for i in np.flatnonzero(~np.isnan(means)).tolist() if groups[i] is not None]
+    return [
+        {dim: groups[i], "case_id": ids[i], "subject_id": subjects[i], "value": means[i].item()}
+        for i in sorted(shown, key=lambda i: groups[i])  # type: ignore[arg-type, return-value]
+    ]
 
 
 def _k_pattern(metric: str) -> str:
@@ -366,6 +443,12 @@ def _series_from_aggregates(result: BenchmarkResult, plot: PlotSpec) -> list[dic
     ]
 
 
+def _metric_names(result: BenchmarkResult) -> set[str]:
+    """Every per-item metric name of the records. The one pass over the records left here (no column accessor
+    lists the names); only line plots whose series come from the records (IMIS: hundreds of cases) use it."""
+    return {name for case in result.cases for values in case.metrics.values() for name in values}
+
+
 def _record_columns(result: BenchmarkResult, plot: PlotSpec) -> dict[tuple[str, str], str]:
     """``{(series value, x value): per-case metric name}`` of the records' metrics that match
     ``plot.case_metric`` (``dice_{prompt}_{click}``)."""
@@ -377,42 +460,34 @@ def _record_columns(result: BenchmarkResult, plot: PlotSpec) -> dict[tuple[str, 
         f"(?P<{p[1:-1]}>[a-z0-9]+)" if p in (f"{{{series}}}", f"{{{dim}}}") else re.escape(p) for p in parts
     )
     pattern = re.compile(f"^{regex}$")
-    columns: dict[tuple[str, str], str] = {}
-    for case in result.cases:
-        for m in case.metrics.values():
-            for name in m:
-                if (hit := pattern.match(name)) is not None:
-                    columns[(hit[series], hit[dim])] = name
-    return columns
-
-
-def _case_means(cases: list, names: list[str]) -> np.ndarray:
-    """``(n_cases, len(names))``: each case's mean over its items of each per-case metric (NaN: none valid)."""
-    values = np.full((len(cases), len(names)), np.nan)
-    for i, case in enumerate(cases):
-        per_item = [[math.nan if m.get(n) is None else m[n] for n in names] for m in case.metrics.values()]
-        values[i] = nan_mean(np.array(per_item, dtype=float).reshape(-1, len(names)), axis=0)
-    return values
+    return {(hit[series], hit[dim]): name for name in _metric_names(result) if (hit := pattern.match(name)) is not None}
 
 
 def _series_from_records(result: BenchmarkResult, plot: PlotSpec) -> list[dict[str, object]]:
     """Series rows from the case records, when the result has no nested aggregates: the mean over cases of each
-    case's item mean, with the result's own bootstrap (its clusters, resamples, seed and interval)."""
+    case's item mean, with the result's own bootstrap (its clusters, resamples, seed and interval), over the
+    cases with a value of at least one of the series' metrics."""
     from trackeval.stats.bootstrap import bootstrap_means, cluster_codes, group_seed
 
     columns = _record_columns(result, plot)
-    cases = [c for c in result.cases if c.metrics]
-    if not cases or not columns:
+    if not columns:
         return []
     keys = sorted(columns, key=lambda sx: (sx[0], _as_number(sx[1]) if sx[1].isdigit() else 0, sx[1]))
+    items = case_items(result.cases)
+    # (n_cases, len(keys)): each case's mean over its items of each series metric (NaN: none valid)
+    means = np.stack([nan_mean(item_matrix(result.cases, items, columns[k]), axis=1) for k in keys], axis=1)
+    shown = ~np.isnan(means).all(axis=1)
+    if not shown.any():
+        return []
     boot = result.config.get("bootstrap", {})
     cluster, interval = result.resampling
+    subjects = case_field(result.cases, "subject_id")
     ci = bootstrap_means(
-        _case_means(cases, [columns[k] for k in keys]),
+        means[shown],
         int(boot.get("n_resamples", 1000)),
         group_seed(int(boot.get("seed", 0)), ""),
         float(boot.get("confidence", 0.95)),
-        cluster_codes([c.subject_id for c in cases]) if cluster == "subject_id" else None,
+        cluster_codes([subjects[i] for i in np.flatnonzero(shown)]) if cluster == "subject_id" else None,
         interval,
     )
     return [

@@ -2,9 +2,11 @@
 version, with the 95%-sensitivity operating points on ROC and PR, and the human readers' operating points on ROC
 (one marker shape per reader, named in the legend; coloured by item, or by version in an overlay).
 
-The curves' points come from :mod:`trackeval.plotdata`. A legend entry shows the item's reported value of the
-plot's metric (``<unit>/<metric>/by_<dim>/<item>`` in results.json: the number every other view shows); an item
-without one, and the pooled curve (micro-averaged: not a reported metric), show none. Nothing is computed here.
+The curves' points come from :mod:`trackeval.plotdata`: ROC and PR thinned there to at most
+:data:`~trackeval.plotdata.MAX_POINTS` per curve (the operating points from every label/score pair). A legend
+entry shows the item's reported value of the plot's metric (``<unit>/<metric>/by_<dim>/<item>`` in results.json:
+the number every other view shows); an item without one, and the pooled curve (micro-averaged: not a reported
+metric), show none. Nothing is computed here.
 """
 
 from __future__ import annotations
