@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import cube, save_nifti, scaled, umd_argv, wait_for
+from tests.results_doc import results_doc
 from trackeval.cli import main
 from trackeval.engine.cache import CaseCache, Lookup
 from trackeval.results import CaseRecord
@@ -61,8 +62,8 @@ def test_cache_key_covers_inputs_and_config(umd_dataset, tmp_path: Path):
     assert other["aggregates"]["umd/nsd"]["value"] > base["aggregates"]["umd/nsd"]["value"]
     # a changed prediction file must not be served from the cache
     (pred / "s1_ct.nii.gz").write_bytes((pred / "s1_pet.nii.gz").read_bytes())
-    changed = json.loads(_run(gt, pred, tmp_path / "c", "--executor", "local"))
-    s1 = {c["case_id"]: c for c in changed["cases"]}
+    _run(gt, pred, tmp_path / "c", "--executor", "local")
+    s1 = {c["case_id"]: c for c in results_doc(tmp_path / "c")["cases"]}
     assert s1["s1_ct"]["metrics"]["liver"]["dsc"] == s1["s1_pet"]["metrics"]["liver"]["dsc"]
 
 

@@ -10,6 +10,7 @@ import pytest
 from sklearn.metrics import average_precision_score
 
 from tests.conftest import evaluate_argv
+from tests.results_doc import results_doc
 from trackeval.benchmarks.mir3d.adapter import score_region
 from trackeval.benchmarks.mir3d.config import Mir3dConfig
 from trackeval.benchmarks.mir3d.readers import RankedList, load_ground_truth
@@ -25,7 +26,7 @@ def _argv(gt: Path, pred: Path, out: Path, *extra: str) -> list[str]:
 
 def _run(gt: Path, pred: Path, out: Path, *extra: str) -> dict:
     assert main(_argv(gt, pred, out, *extra)) == 0
-    return json.loads((out / "results.json").read_text())
+    return results_doc(out)
 
 
 def _lists(truth, rows) -> dict[tuple[str, str], RankedList]:

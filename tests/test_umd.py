@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from tests.conftest import umd_argv
+from tests.results_doc import results_doc
 from trackeval.benchmarks.umd.config import UMD_ORGANS
 from trackeval.cli import main
 
@@ -22,7 +23,7 @@ def _dice(a: np.ndarray, b: np.ndarray) -> float:
 def _run(gt: Path, pred: Path, out: Path, *extra: str) -> dict:
     rc = main(umd_argv(gt, pred, out, "--set", "bootstrap.n_resamples=200", *extra))
     assert rc == 0
-    return json.loads((out / "results.json").read_text())
+    return results_doc(out)
 
 
 def test_values_keys_and_gap(umd_dataset, tmp_path: Path):

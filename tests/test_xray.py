@@ -18,6 +18,7 @@ from pycocoevalcap.rouge.rouge import Rouge
 from scipy import ndimage
 from sklearn.metrics import roc_auc_score, roc_curve
 
+from tests.results_doc import results_doc
 from tests.xray_cli import fail_line, run_task
 from trackeval.demo.xray_data import NIH_FINDINGS, iu_xray_reports, lung_masks, nih_findings
 from trackeval.metrics.text import tokenize
@@ -150,7 +151,8 @@ def test_seg_on_real_lung_masks(tmp_path):
         inter, union = (p & m).sum(), (p | m).sum()
         expected[case] = (2 * inter / (p.sum() + m.sum()), inter / union) if union else (np.nan, np.nan)
     names = _write_csv(tmp_path / "names.csv", ["id", "name"], [[255, "Lung"]])
-    res = run_task("seg", gt, pred, tmp_path / "out", "--label-names", str(names))
+    run_task("seg", gt, pred, tmp_path / "out", "--label-names", str(names))
+    res = results_doc(tmp_path / "out")
     # the archive's mask 16745_2_2 is empty (a real edge case): both empty -> NaN, left out and not counted
     assert np.isnan(expected["img0"][0]) and 0.8 < expected["img1"][0] < 1.0
     dsc = np.nanmean([d for d, _ in expected.values()])

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from PIL import Image, ImageDraw
 
+from tests.results_doc import results_doc
 from tests.xray_cli import fail_line, run_task
 from trackeval.errors import InputError
 from trackeval.io.images import load_npy
@@ -156,7 +157,8 @@ def test_siim_truth_and_submission(tmp_path):
         [(cid, _mask2rle_relative(m[0])) for cid, m in pred.items()],
         space=False,
     )
-    res = run_task("seg", gt, sub, tmp_path / "out")
+    run_task("seg", gt, sub, tmp_path / "out")
+    res = results_doc(tmp_path / "out")
     assert res["config"]["format"] == {"ground_truth": "siim-rle", "predictions": "siim-rle"}
     assert res["config"]["xray_run"]["classes"] == {"pneumothorax": "pneumothorax"}
     _check_aggregates(res, truth, pred, ["pneumothorax"])
@@ -261,7 +263,8 @@ def test_vindr_ribcxr_polygons(tmp_path):
     pred_ribs["R1"] = [truth_ribs["R1"][0], "None"]
     gt = _vindr_json(tmp_path / "Data" / "Vindr_RibCXR_test_mask.json", images, truth_ribs)
     pred = _vindr_json(tmp_path / "pred" / "predictions.json", images, pred_ribs)
-    res = run_task("seg", gt, pred, tmp_path / "out")
+    run_task("seg", gt, pred, tmp_path / "out")
+    res = results_doc(tmp_path / "out")
     assert res["config"]["format"] == {"ground_truth": "vindr-ribcxr", "predictions": "vindr-ribcxr"}
     classes = [r.lower() for r in RIBS]
     assert res["config"]["xray_run"]["classes"] == {r.lower(): r for r in RIBS}
@@ -316,7 +319,8 @@ def test_paxray_overlapping_classes_are_scored_independently(tmp_path):
     preds = {name: _jitter(rng, stack) for name, stack in truth.items()}
     for name, stack in preds.items():
         np.save(pred_dir / f"{name}.npy", stack)  # bool, as the PAX-Ray inference.py writes
-    res = run_task("seg", root, pred_dir, tmp_path / "out")
+    run_task("seg", root, pred_dir, tmp_path / "out")
+    res = results_doc(tmp_path / "out")
     assert res["config"]["format"] == {"ground_truth": "paxray", "predictions": "paxray"}
     assert res["config"]["xray_run"]["split"] == "test"
     classes = ["lungs", "left_lung", "right_lung", "heart"]
@@ -407,8 +411,10 @@ def test_binary_folders_equal_the_label_map_they_split(tmp_path):
              ["a", "b", "c"], ".png")  # fmt: skip
     names = tmp_path / "names.csv"
     names.write_text("id,name\n1,a\n2,b\n3,c\n", encoding="utf-8")
-    label_res = run_task("seg", tmp_path / "gt", tmp_path / "pred", tmp_path / "o1", "--label-names", str(names))
-    bin_res = run_task("seg", tmp_path / "gt_bin", tmp_path / "pred_bin", tmp_path / "o2")
+    run_task("seg", tmp_path / "gt", tmp_path / "pred", tmp_path / "o1", "--label-names", str(names))
+    label_res = results_doc(tmp_path / "o1")
+    run_task("seg", tmp_path / "gt_bin", tmp_path / "pred_bin", tmp_path / "o2")
+    bin_res = results_doc(tmp_path / "o2")
     assert label_res["config"]["format"] == {"ground_truth": "generic", "predictions": "generic"}
     assert bin_res["config"]["format"] == {"ground_truth": "binary-folders", "predictions": "binary-folders"}
     assert label_res["aggregates"] == bin_res["aggregates"]
@@ -425,11 +431,13 @@ def test_binary_folders_missing_prediction_policy_and_missing_class(tmp_path, ca
     truth = {f"c{i}": _blobs(rng, (10, 12), 2) for i in range(3)}
     gt = _scr(tmp_path / "gt", truth, ["lung", "heart"], ".png")
     pred = _scr(tmp_path / "pred", {k: truth[k] for k in ("c0", "c1")}, ["lung", "heart"], ".png")
-    res = run_task("seg", gt, pred, tmp_path / "o1")
+    run_task("seg", gt, pred, tmp_path / "o1")
+    res = results_doc(tmp_path / "o1")
     assert res["summary"]["n_missing_predictions"] == 1
     assert any("1/3 cases have no prediction: c2" in w for w in res["warnings"])
     assert _case_metric(res, "c2", "lung") == (0.0 if truth["c2"][0].any() else None)
-    res = run_task("seg", gt, pred, tmp_path / "o2", "--set", "xray.seg.missing_prediction=exclude")
+    run_task("seg", gt, pred, tmp_path / "o2", "--set", "xray.seg.missing_prediction=exclude")
+    res = results_doc(tmp_path / "o2")
     assert _case_metric(res, "c2", "lung") is None
     fail_line(capsys, "seg", gt, pred, tmp_path / "o3", "c2", extra=("--set", "xray.seg.missing_prediction=error"))
     (pred / "heart" / "c1.png").unlink()

@@ -16,10 +16,11 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from tests.results_doc import results_doc
 from tests.xray_cli import run_task
 from trackeval.gate.pairing import pairing_problems
+from trackeval.io.results_folder import read_results
 from trackeval.registry import unit
-from trackeval.results import BenchmarkResult
 
 KEY = "xray/seg/dsc"
 SIZE = 1024
@@ -84,7 +85,8 @@ def _dice_of(res: dict, key: str) -> float | None:
 
 
 def test_default_leaves_empty_images_out(siim, tmp_path):
-    res = run_task("seg", *siim, tmp_path / "out")
+    run_task("seg", *siim, tmp_path / "out")
+    res = results_doc(tmp_path / "out")
     assert res["config"]["xray"]["seg"]["empty_both"] == "nan"
     agg = res["aggregates"]
     assert agg[KEY]["value"] == pytest.approx(35 / 72, abs=1e-12)  # (1 + 2/3 + 0 + 0 + 1/2 + 3/4) / 6
@@ -95,7 +97,8 @@ def test_default_leaves_empty_images_out(siim, tmp_path):
 
 
 def test_perfect_gives_kaggles_mean_over_every_image(siim, tmp_path):
-    res = run_task("seg", *siim, tmp_path / "out", "--set", "xray.seg.empty_both=perfect")
+    run_task("seg", *siim, tmp_path / "out", "--set", "xray.seg.empty_both=perfect")
+    res = results_doc(tmp_path / "out")
     assert res["config"]["xray"]["seg"]["empty_both"] == "perfect"
     agg = res["aggregates"]
     kaggle = (sum(DICE.values()) + 6 * 1.0) / 12  # Dice 1 for each of the six empty/empty images
@@ -108,9 +111,9 @@ def test_perfect_gives_kaggles_mean_over_every_image(siim, tmp_path):
 
 
 def test_the_gate_does_not_pair_the_two_conventions(siim, tmp_path):
-    nan = run_task("seg", *siim, tmp_path / "nan")
-    perfect = run_task("seg", *siim, tmp_path / "perfect", "--set", "xray.seg.empty_both=perfect")
-    cand, base = BenchmarkResult.model_validate(perfect), BenchmarkResult.model_validate(nan)
+    run_task("seg", *siim, tmp_path / "nan")
+    run_task("seg", *siim, tmp_path / "perfect", "--set", "xray.seg.empty_both=perfect")
+    cand, base = read_results(tmp_path / "perfect"), read_results(tmp_path / "nan")
     problems = pairing_problems(cand, base, unit("xray/seg").primary.protocol)
     assert problems == [
         'protocol config differs: xray.seg.empty_both is "perfect" in the candidate, "nan" in the baseline; '

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import scaled, umd_argv
+from tests.results_doc import results_doc
 
 CACHE = Path(".trackeval-cache")  # the default engine.cache_dir, relative to the test's own working directory
 LOGGER = "trackeval.engine.cache"
@@ -135,7 +136,7 @@ def test_swapped_slots_do_not_duplicate_a_case(cli, caplog, primed):
     entries = primed.entries()
     entries["s1_pet"].write_bytes(entries["s1_ct"].read_bytes())
     _rerun(cli, caplog, primed, entries["s1_pet"], "for another case", heals=False)
-    cases = [c["case_id"] for c in json.loads((primed.tmp / f"out{primed.runs}" / "results.json").read_text())["cases"]]
+    cases = [c["case_id"] for c in results_doc(primed.tmp / f"out{primed.runs}")["cases"]]
     assert sorted(cases) == ["s1_ct", "s1_pet", "s2_ct", "s2_pet"]
 
 

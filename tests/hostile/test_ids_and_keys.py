@@ -25,15 +25,12 @@ import yaml
 from PIL import Image
 
 from tests.conftest import evaluate_argv, umd_argv
+from tests.results_doc import results_doc
 from trackeval.config.loader import load_yaml
 from trackeval.errors import ConfigError
 
 FAST = ("--executor", "local", "--no-cache", "--set", "bootstrap.n_resamples=20")
 REPO = Path(__file__).resolve().parents[2]
-
-
-def _results(out: Path) -> dict:
-    return json.loads((out / "results.json").read_text())
 
 
 # ------------------------------------------------------------------------------------ ids with a trailing newline
@@ -120,9 +117,9 @@ def test_imis_group_values_with_a_trailing_newline_become_plain_tokens(cli, tmp_
     gt, out = _imis(tmp_path, "image/c1.png")
     res = cli(*_imis_argv(gt, out))
     assert res.rc == 0, res.err
-    (case,) = _results(out)["cases"]
+    (case,) = results_doc(out)["cases"]
     assert case["case_id"] == "c1" and case["groups"] == {"modality": "ct", "region": "abdomen"}
-    assert all("\n" not in key for key in _results(out)["aggregates"])
+    assert all("\n" not in key for key in results_doc(out)["aggregates"])
 
 
 def _mir3d_copy(tmp_path: Path) -> tuple[Path, Path]:
@@ -181,7 +178,7 @@ def test_umd_manifest_ids_are_stripped_by_the_table_reader(cli, umd_dataset, tmp
     out = tmp_path / "out"
     res = cli(*umd_argv(gt, pred, out, *FAST))
     assert res.rc == 0, res.err
-    cases = {c["case_id"]: c["subject_id"] for c in _results(out)["cases"]}
+    cases = {c["case_id"]: c["subject_id"] for c in results_doc(out)["cases"]}
     assert cases == {"s1_ct": "s1", "s1_pet": "s1", "s2_ct": "s2", "s2_pet": "s2"}
     rows[0]["case_id"] = "s1_ct\nx"
     with manifest.open("w", newline="") as f:
@@ -204,7 +201,7 @@ def test_xray_cls_image_ids_are_stripped_by_the_table_reader(cli, tmp_path):
     out = tmp_path / "out"
     res = cli(*evaluate_argv("xray", labels, scores, out, "--task", "cls", *FAST))
     assert res.rc == 0, res.err
-    assert [c["case_id"] for c in _results(out)["cases"]] == ["x1", "x2", "x3"]
+    assert [c["case_id"] for c in results_doc(out)["cases"]] == ["x1", "x2", "x3"]
 
 
 def test_xray_report_ids_are_compared_exactly(cli, tmp_path):
@@ -251,7 +248,7 @@ def test_metric_key_with_a_trailing_newline_in_results_json_is_refused(cli, umd_
     gt, pred = umd_dataset()
     out = tmp_path / "out"
     assert cli(*umd_argv(gt, pred, out, *FAST, "--model-name", "seg", "--model-version", "v1")).rc == 0
-    data = _results(out)
+    data = json.loads((out / "results.json").read_text())  # the file as written: its keys are edited
     data["aggregates"]["umd/dsc\n"] = data["aggregates"].pop("umd/dsc")
     (out / "results.json").write_text(json.dumps(data))
     cli("compare", out, out).one_line_error(

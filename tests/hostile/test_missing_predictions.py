@@ -21,6 +21,7 @@ from PIL import Image
 
 from tests import test_tracking
 from tests.conftest import evaluate_argv, save_nifti, umd_argv
+from tests.results_doc import results_doc
 from trackeval.benchmarks.mir3d.readers import load_ground_truth
 from trackeval.benchmarks.missing import missing_note
 from trackeval.demo.mir3d_baselines import data_dir, random_rankings, write_rankings
@@ -28,10 +29,6 @@ from trackeval.demo.mir3d_baselines import data_dir, random_rankings, write_rank
 migrated_db, store = test_tracking.migrated_db, test_tracking.store
 
 FAST = ("--executor", "local", "--no-cache", "--set", "bootstrap.n_resamples=50")
-
-
-def _results(out: Path) -> dict:
-    return json.loads((out / "results.json").read_text())
 
 
 def _to_nii(path: Path) -> Path:
@@ -54,7 +51,7 @@ def test_one_missing_file_is_one_warning_line_with_the_count_and_the_id(cli, umd
     assert run.rc == 0, run.err
     line = "1/6 cases have no prediction: s2_pet"
     assert run.out.count(line) == 1 and "Traceback" not in run.err
-    res = _results(out)
+    res = results_doc(out)
     assert line in res["warnings"] and res["summary"]["n_missing_predictions"] == 1
     assert {c["case_id"]: c["status"] for c in res["cases"]}["s2_pet"] == "missing_prediction"
 
@@ -67,7 +64,7 @@ def test_the_warning_names_the_first_five_ids_then_dots(cli, umd_dataset, tmp_pa
     run = cli(*umd_argv(gt, pred, out, *FAST))
     assert run.rc == 0, run.err
     line = "6/8 cases have no prediction: s1_ct, s1_pet, s2_ct, s2_pet, s3_ct, ..."
-    assert line in run.out and line in _results(out)["warnings"]
+    assert line in run.out and line in results_doc(out)["warnings"]
     assert missing_note(["a", "b"], 3) == "2/3 cases have no prediction: a, b"
 
 
@@ -91,7 +88,7 @@ def test_error_policy_with_every_prediction_present_is_a_normal_run(cli, umd_dat
     out = tmp_path / "out"
     run = cli(*umd_argv(gt, pred, out, *FAST, "--set", "umd.missing_prediction=error"))
     assert run.rc == 0, run.err
-    res = _results(out)
+    res = results_doc(out)
     assert res["summary"]["n_missing_predictions"] == 0 and res["config"]["umd"]["missing_prediction"] == "error"
     assert not any("no prediction" in w for w in res["warnings"])
 
@@ -134,7 +131,7 @@ def test_nii_predictions_are_matched_and_score_as_nii_gz(cli, umd_dataset, tmp_p
     assert not list(plain.glob("*.nii.gz"))
     run = cli(*umd_argv(gt, plain, tmp_path / "nii", *FAST))
     assert run.rc == 0, run.err
-    a, b = _results(tmp_path / "gz"), _results(tmp_path / "nii")
+    a, b = results_doc(tmp_path / "gz"), results_doc(tmp_path / "nii")
     assert b["summary"]["n_missing_predictions"] == 0 and not any("no prediction" in w for w in b["warnings"])
     assert b["aggregates"]["umd/dsc"] == a["aggregates"]["umd/dsc"]
     dice = {c["case_id"]: {o: m.get("dsc") for o, m in c["metrics"].items()} for c in a["cases"]}
@@ -147,7 +144,9 @@ def test_a_nii_ground_truth_is_read_too(cli, umd_dataset, tmp_path):
     _to_nii(gt / "s1_ct.nii.gz")
     run = cli(*umd_argv(gt, pred, tmp_path / "nii", *FAST))
     assert run.rc == 0, run.err
-    assert _results(tmp_path / "nii")["aggregates"]["umd/dsc"] == _results(tmp_path / "gz")["aggregates"]["umd/dsc"]
+    assert (
+        results_doc(tmp_path / "nii")["aggregates"]["umd/dsc"] == results_doc(tmp_path / "gz")["aggregates"]["umd/dsc"]
+    )
 
 
 def test_nii_and_nii_gz_for_one_case_exit_2_naming_both(cli, umd_dataset, tmp_path):
@@ -192,8 +191,8 @@ def test_xray_seg_missing_prediction_warns_then_errors_on_policy(cli, tmp_path):
     run = cli(*_seg_argv(gt, pred, out, names))
     assert run.rc == 0, run.err
     line = "1/4 cases have no prediction: img2"
-    assert run.out.count(line) == 1 and line in _results(out)["warnings"]
-    assert _results(out)["summary"]["n_missing_predictions"] == 1
+    assert run.out.count(line) == 1 and line in results_doc(out)["warnings"]
+    assert results_doc(out)["summary"]["n_missing_predictions"] == 1
     out2 = tmp_path / "out2"
     cli(*_seg_argv(gt, pred, out2, names, "--set", "xray.seg.missing_prediction=error")).one_line_error(
         line, f"file={pred / 'img2.png'}", "case=img2", "field=xray.seg.missing_prediction"
@@ -228,8 +227,8 @@ def test_mir3d_query_without_a_ranking_warns_and_no_matching_ranking_is_an_error
     assert run.rc == 0, run.err
     n = sum(len(t.queries) for t in truth.values())
     line = f"1/{n} cases have no prediction: colon/{first}"
-    assert run.out.count(line) == 1 and line in _results(out)["warnings"]
-    assert _results(out)["summary"]["n_missing_predictions"] == 1
+    assert run.out.count(line) == 1 and line in results_doc(out)["warnings"]
+    assert results_doc(out)["summary"]["n_missing_predictions"] == 1
     lung_only = write_rankings([r for r in rows if r[0] == "lung"], tmp_path / "lung.csv")
     out2 = tmp_path / "out2"
     cli(*evaluate_argv("mir3d", data_dir(), lung_only, out2, *FAST, "--set", "mir3d.regions=[colon]")).one_line_error(
@@ -250,7 +249,7 @@ def test_xray_report_reference_without_a_prediction_is_one_warning_line(cli, tmp
     run = cli(*evaluate_argv("xray", refs, preds, out, "--task", "report", *FAST))
     assert run.rc == 0, run.err
     line = "1/3 cases have no prediction: r1"
-    assert run.out.count(line) == 1 and _results(out)["warnings"] == [line]
+    assert run.out.count(line) == 1 and results_doc(out)["warnings"] == [line]
 
 
 def test_imis_image_without_a_log_line_is_one_warning_line(cli, tmp_path):
@@ -269,8 +268,8 @@ def test_imis_image_without_a_log_line_is_one_warning_line(cli, tmp_path):
     run = cli(*argv, *FAST, "--set", "imis.max_turns=2")
     assert run.rc == 0, run.err
     line = "1/3 cases have no prediction: c2"
-    assert run.out.count(line) == 1 and line in _results(out)["warnings"]
-    assert _results(out)["summary"]["n_missing_predictions"] == 1
+    assert run.out.count(line) == 1 and line in results_doc(out)["warnings"]
+    assert results_doc(out)["summary"]["n_missing_predictions"] == 1
 
 
 # ----------------------------------------------------------------------------- track, compare, promote, leaderboard

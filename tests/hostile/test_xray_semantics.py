@@ -17,6 +17,7 @@ import pytest
 from sklearn.exceptions import UndefinedMetricWarning
 from sklearn.metrics import roc_curve
 
+from tests.results_doc import results_doc
 from trackeval.metrics.classification import threshold_at_sensitivity, undefined_roc_point
 
 FAST = ("--executor", "local", "--set", "bootstrap.n_resamples=50")
@@ -45,7 +46,7 @@ def _cls(cli, tmp_path: Path, labels: dict, scores: dict, *extra: str) -> dict:
     argv = ["evaluate", "xray", "--task", "cls", "--ground-truth", lab, "--predictions", sco, "--out", out]
     res = cli(*argv, *FAST, *extra)
     assert res.rc == 0, res.err
-    return json.loads((out / "results.json").read_text())
+    return results_doc(out)
 
 
 def _value(result: dict, key: str) -> float | None:
