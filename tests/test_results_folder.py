@@ -56,8 +56,10 @@ def _cases() -> list[CaseRecord]:
 
 def test_rows_columns_types_and_exact_values() -> None:
     table = cases_table(_result(_cases()))
-    assert table.column_names == ["case_id", "subject_id", "status", "scanner", "site", "organ", "dsc", "hd", "nsd"]
-    assert [str(t) for t in table.schema.types] == ["string"] * 6 + ["double"] * 3
+    assert table.column_names == [
+        "case_id", "subject_id", "status", "message", "scanner", "site", "organ", "dsc", "hd", "nsd"
+    ]
+    assert [str(t) for t in table.schema.types] == ["string"] * 7 + ["double"] * 3
     rows = table.to_pylist()
     assert [(r["case_id"], r["organ"]) for r in rows] == [
         ("a\nline two", "liver"),
@@ -67,10 +69,10 @@ def test_rows_columns_types_and_exact_values() -> None:
     assert rows[0]["subject_id"] == 's "1" \u2028 \u00e9'
     assert [r["site"] for r in rows] == ["x", "x", None] and [r["scanner"] for r in rows] == [None, None, "ge"]
     assert rows[2]["status"] == "missing_prediction"
-    # bit-exact floats (-0.0 keeps its sign), NaN and absent metrics are nulls
+    # bit-exact floats (-0.0 keeps its sign); NaN (not applicable) stays NaN, an absent metric is null
     got = [rows[0]["dsc"], rows[0]["hd"], rows[1]["dsc"], rows[2]["dsc"], rows[2]["hd"], rows[2]["nsd"]]
     assert [v.hex() for v in got] == [v.hex() for v in TRICKY]
-    assert rows[1]["hd"] is None and rows[0]["nsd"] is None and rows[1]["nsd"] is None
+    assert math.isnan(rows[1]["hd"]) and rows[0]["nsd"] is None and rows[1]["nsd"] is None
 
 
 def test_parquet_bytes_read_back_by_pandas_and_verified(tmp_path) -> None:
@@ -86,12 +88,28 @@ def test_parquet_bytes_read_back_by_pandas_and_verified(tmp_path) -> None:
 
 def test_no_cases_and_all_null_columns() -> None:
     empty = cases_table(_result([]))
-    assert empty.num_rows == 0 and empty.column_names == []
+    assert empty.num_rows == 0 and empty.column_names == ["case_id", "subject_id", "status", "message", "organ"]
     only_nan = cases_table(_result([CaseRecord(case_id="c", subject_id="s", metrics={"x": {"dsc": math.nan}})]))
-    assert only_nan.schema.field("dsc").type == pa.float64() and only_nan.column("dsc").null_count == 1
+    assert only_nan.schema.field("dsc").type == pa.float64() and only_nan.column("dsc").null_count == 0
+    assert math.isnan(only_nan.column("dsc")[0].as_py())  # not applicable: NaN, not null (null: absent)
     buf = io.BytesIO()
     pq.write_table(only_nan, buf)
-    assert pq.read_table(io.BytesIO(buf.getvalue())).equals(only_nan)
+    back = pq.read_table(io.BytesIO(buf.getvalue()))
+    assert back.schema == only_nan.schema and math.isnan(back.column("dsc")[0].as_py())
+
+
+def test_case_without_items_keeps_one_row_and_reads_back(tmp_path) -> None:
+    """Schema 2: cases.parquet is the case records, so a case without items (no prediction, every item absent)
+    keeps one row with a null item, and its message."""
+    cases = [*_cases(), CaseRecord(case_id="c", subject_id="s3", status="missing_prediction", message="no file")]
+    result = _result(cases)
+    rows = cases_table(result).to_pylist()
+    assert [(r["case_id"], r["organ"], r["message"]) for r in rows][-1] == ("c", None, "no file")
+    for name, data in output_bytes(result).items():
+        (tmp_path / name).write_bytes(data)
+    back = read_results(tmp_path)
+    assert [c.model_dump() for c in back.cases][-1] == cases[-1].model_dump()
+    assert back.cases.digest() == result.cases.digest()
 
 
 def test_writing_outputs_does_not_import_pandas() -> None:

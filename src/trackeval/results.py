@@ -4,25 +4,30 @@ Shape (Grand-Challenge / nnU-Net style, see ``docs/design.md``)::
 
     {"schema_version", "benchmark", "task", "model", "config", "data": {"digest", ...}, "plots": [...],
      "summary": {...counts...}, "warnings": [...],
-     "cases": [{case_id, subject_id, groups, metrics: {item: {metric: value}}, status, message}],
+     "cases": {"file": "cases.parquet", "sha256", "method", "n_cases", "n_rows", "groups"},
      "aggregates": {key: {value, ci95_low, ci95_high, n, n_valid}}}
 
-NaN (not applicable, e.g. Dice when both masks are empty) is written as JSON ``null``. Metric keys are
-lowercase ``[a-z0-9_]`` tokens joined by ``/`` (MLflow rejects ``@``; use ``_at_k``).
+The case records (``case_id, subject_id, groups, metrics: {item: {metric: value}}, status, message``) live as
+columns in ``cases.parquet`` (:class:`~trackeval.case_table.CaseTable`, one row per case x item); results.json
+holds their digest, so its own sha256 (the evidence digest) covers them. Schema 1.x files held the records
+inline as a JSON list (``"cases": [...]``); they are still read.
+
+NaN (not applicable, e.g. Dice when both masks are empty) is written as JSON ``null`` and as a parquet null.
+Metric keys are lowercase ``[a-z0-9_]`` tokens joined by ``/`` (MLflow rejects ``@``; use ``_at_k``).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator, model_validator
 
+from trackeval.case_table import CaseRecord, CaseTable, nan_to_none
 from trackeval.errors import InputError
 
 if TYPE_CHECKING:  # pandas is imported by to_frame only: evaluate and the CLI's --help stay light
@@ -31,15 +36,17 @@ if TYPE_CHECKING:  # pandas is imported by to_frame only: evaluate and the CLI's
 #: Results schema version: the major part changes when a field is removed, renamed or changes meaning; the minor
 #: part when an optional field is added or an interval's method changes (1.1: ``task`` and ``plots``; 1.2:
 #: ``config.bootstrap.cluster`` and ``config.bootstrap.interval``, cluster-bootstrap expanded-percentile CIs).
-#: Readers accept every 1.x file.
-SCHEMA_VERSION = "1.2"
+#: 2.0: the case records moved from results.json to the columns of ``cases.parquet``, results.json keeping their
+#: digest. Readers accept every 1.x and 2.x file.
+SCHEMA_VERSION = "2.0"
+#: the major versions this trackeval reads
+READABLE_MAJORS = ("1", "2")
 
 #: a metric key (matched with ``fullmatch``; ``\Z`` because ``$`` also matches before a trailing newline)
 _KEY = re.compile(r"^[a-z0-9_]+(/[a-z0-9_]+)*\Z")
 #: what :func:`key_token` replaces: every run of characters that are not a lowercase letter or a digit
 _NON_TOKEN = re.compile(r"[^a-z0-9]+")
 
-CaseStatus = Literal["ok", "missing_prediction"]
 
 #: the per-case columns of ``cases.parquet`` (and fields of a case record) besides its groups, item and metrics
 CASE_COLUMNS: tuple[str, ...] = ("case_id", "subject_id", "status", "message")
@@ -68,10 +75,6 @@ def key_token(name: object, *, fallback: str | None = None, file: str | None = N
     if fallback is not None:
         return fallback
     raise InputError(f"name {name!r} has no letter or digit to build a metric key from", file=file, field=field)
-
-
-def _nan_to_none(x: float | None) -> float | None:
-    return None if x is None or (isinstance(x, float) and math.isnan(x)) else x
 
 
 def check_group_columns(
@@ -121,22 +124,6 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class CaseRecord(_Model):
-    """One evaluated case. ``metrics`` maps an item (organ, region, target) to ``{metric: value}``."""
-
-    case_id: str
-    subject_id: str
-    groups: dict[str, str] = Field(default_factory=dict)
-    metrics: dict[str, dict[str, float | None]] = Field(default_factory=dict)
-    status: CaseStatus = "ok"
-    message: str = ""
-
-    @field_validator("metrics")
-    @classmethod
-    def _nan_as_null(cls, v: dict[str, dict[str, float | None]]) -> dict[str, dict[str, float | None]]:
-        return {item: {m: _nan_to_none(x) for m, x in vals.items()} for item, vals in v.items()}
-
-
 class MetricSummary(_Model):
     """An aggregate with its uncertainty. ``n``: cases considered; ``n_valid``: values that were not NaN."""
 
@@ -149,7 +136,7 @@ class MetricSummary(_Model):
     @field_validator("value", "ci95_low", "ci95_high")
     @classmethod
     def _nan_as_null(cls, v: float | None) -> float | None:
-        return _nan_to_none(v)
+        return nan_to_none(v)
 
 
 class PlotSpec(_Model):
@@ -216,7 +203,13 @@ class DataInfo(_Model):
 
 
 class BenchmarkResult(_Model):
-    """Everything one evaluation produced; sinks (files, MLflow) are fed from this object alone."""
+    """Everything one evaluation produced; sinks (files, MLflow) are fed from this object alone.
+
+    ``cases`` is a :class:`~trackeval.case_table.CaseTable` (a list of :class:`CaseRecord` or of their dicts is
+    accepted and converted); iterating it gives the records.
+    """
+
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
 
     schema_version: str = SCHEMA_VERSION
     benchmark: str
@@ -230,7 +223,7 @@ class BenchmarkResult(_Model):
     item_kind: str = "item"
     summary: dict[str, int] = Field(default_factory=dict)
     warnings: list[str] = Field(default_factory=list)
-    cases: list[CaseRecord]
+    cases: CaseTable
     aggregates: dict[str, MetricSummary]
     #: the unit's declared figures (empty in 1.0 files)
     plots: list[PlotSpec] = Field(default_factory=list)
@@ -238,9 +231,33 @@ class BenchmarkResult(_Model):
     @field_validator("schema_version")
     @classmethod
     def _readable_version(cls, v: str) -> str:
-        if v.split(".")[0] != SCHEMA_VERSION.split(".")[0]:
-            raise ValueError(f"results schema {v} is not readable by this trackeval (reads {SCHEMA_VERSION[0]}.x)")
+        if v.split(".")[0] not in READABLE_MAJORS:
+            readable = ", ".join(f"{m}.x" for m in READABLE_MAJORS)
+            raise ValueError(f"results schema {v} is not readable by this trackeval (reads {readable})")
         return v
+
+    @field_validator("cases", mode="before")
+    @classmethod
+    def _as_table(cls, v: object) -> CaseTable:
+        if isinstance(v, CaseTable):
+            return v
+        if isinstance(v, dict):
+            raise ValueError("the case records are in cases.parquet beside results.json: read the results folder")
+        records = [r if isinstance(r, CaseRecord) else CaseRecord.model_validate(r) for r in v]  # type: ignore[attr-defined]
+        return CaseTable.from_records(records)
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> BenchmarkResult:
+        """A copy with ``update`` applied (pydantic's, without validation); ``cases`` given as records becomes a
+        :class:`~trackeval.case_table.CaseTable`."""
+        if update and "cases" in update and not isinstance(update["cases"], CaseTable):
+            update = {**update, "cases": CaseTable.from_records(update["cases"])}
+        return super().model_copy(update=update, deep=deep)
+
+    @field_serializer("cases")
+    def _case_descriptor(self, cases: CaseTable) -> dict[str, Any]:
+        """What results.json says of its case records (:meth:`CaseTable.descriptor
+        <trackeval.case_table.CaseTable.descriptor>`): where they are, how many, their groups and digests."""
+        return cases.descriptor(self.item_kind)
 
     @property
     def unit(self) -> str:
@@ -273,8 +290,11 @@ class BenchmarkResult(_Model):
     def _groups_keep_columns(self) -> BenchmarkResult:
         """No case group overwrites another ``cases.parquet`` column (:func:`check_group_columns`); raises
         :class:`InputError` (not wrapped by pydantic) naming the case and the column."""
-        metrics = {m for case in self.cases for values in case.metrics.values() for m in values}
-        for case in self.cases:
+        table, metrics = self.cases, set(self.cases.metrics)
+        offenders = [_first_offender(table, name, self.item_kind, metrics) for name in table.groups]
+        found = [i for i in offenders if i is not None]
+        if found:
+            case = table[min(found)]
             check_group_columns(
                 case.groups, item_kind=self.item_kind, metrics=metrics, items=case.metrics, case_id=case.case_id
             )
@@ -284,41 +304,17 @@ class BenchmarkResult(_Model):
         """Deterministic JSON (sorted keys, no timestamps): same inputs + config -> same bytes."""
         return json.dumps(self.model_dump(mode="json"), sort_keys=True, indent=1, allow_nan=False) + "\n"
 
-    def case_rows(self) -> tuple[list[dict[str, str | float | None]], frozenset[str]]:
-        """The rows of ``cases.parquet`` and of :meth:`to_frame`: one per case x item (organ, region, finding...),
-        ``{"case_id", "subject_id", "status", <each case group>, <item_kind>, <each metric of the item>}`` (a
-        group a case lacks is None; a metric is a float, None where the record holds null/NaN, absent where the
-        item has no such metric), and the names of the string columns (ids, status, groups, the item column;
-        the others are metrics). A case without items gives no row."""
-        rows: list[dict[str, str | float | None]] = []
-        group_cols = sorted({g for c in self.cases for g in c.groups})
-        for case in self.cases:
-            base: dict[str, str | float | None] = {"case_id": case.case_id, "subject_id": case.subject_id}
-            base["status"] = case.status
-            base.update({g: case.groups.get(g) for g in group_cols})
-            for item, metrics in case.metrics.items():
-                rows.append({**base, self.item_kind: item, **metrics})
-        return rows, frozenset({"case_id", "subject_id", "status", self.item_kind, *group_cols})
-
     def to_frame(self) -> pd.DataFrame:
-        """The case records as a pandas DataFrame, one row per case x item: the columns ``case_id``,
-        ``subject_id``, ``status``, one per case group (``modality``, ``site``...; None where a case lacks it),
-        the item column (named :attr:`item_kind`: ``organ``, ``finding``...) and one float64 column per
-        per-item metric (NaN where not applicable or absent), in order of first appearance: the table
-        ``cases.parquet`` holds (:meth:`case_rows`), so ``pd.read_parquet`` of a results folder gives the same
-        frame. A result without any item gives an empty frame with the id, status, group and item columns.
-        Imports pandas (a dependency of trackeval's) on first use. A UMD result's mean Dice per organ, for
-        instance, is ``result.to_frame().groupby("organ")["dsc"].mean()``.
+        """The case records as a pandas DataFrame, the table ``cases.parquet`` holds
+        (:meth:`CaseTable.to_arrow <trackeval.case_table.CaseTable.to_arrow>`), so ``pd.read_parquet`` of a results
+        folder gives the same frame: one row per case x item (a case without items: one row, its item None), the
+        columns ``case_id``, ``subject_id``, ``status``, ``message``, one per case group (``modality``, ``site``...;
+        None where a case lacks it), the item column (named :attr:`item_kind`: ``organ``, ``finding``...) and one
+        float64 column per per-item metric (NaN where not applicable or absent). Imports pandas (a dependency of
+        trackeval's) on first use. A UMD result's mean Dice per organ, for instance, is
+        ``result.to_frame().groupby("organ")["dsc"].mean()``.
         """
-        import pandas as pd
-
-        rows, strings = self.case_rows()
-        columns = list(dict.fromkeys(key for row in rows for key in row))
-        if not columns:
-            groups = sorted({g for c in self.cases for g in c.groups})
-            columns = ["case_id", "subject_id", "status", *groups, self.item_kind]
-        frame = pd.DataFrame(rows, columns=columns)
-        return frame.astype({c: "float64" for c in columns if c not in strings})
+        return self.cases.to_arrow(self.item_kind).to_pandas()
 
     def flat_metrics(self) -> dict[str, float]:
         """``{key: value}`` plus ``key/ci95_low``, ``key/ci95_high``, ``key/n_valid`` siblings.
@@ -333,6 +329,21 @@ class BenchmarkResult(_Model):
         for name, count in sorted(self.summary.items()):
             flat[metric_key(self.benchmark, name)] = float(count)
         return flat
+
+
+def _first_offender(table: CaseTable, name: str, item_kind: str, metrics: set[str]) -> int | None:
+    """The first case whose group ``name`` overwrites another ``cases.parquet`` column (see
+    :func:`check_group_columns`), None if none does: any case having the group when it is named like a case
+    field or a metric; one with an item other than the group's value when it is named like the item column."""
+    values = table.groups[name]
+    if name == item_kind:
+        row_group = np.asarray(values, dtype=object)[table.row_case]
+        row_item = np.asarray(table.items, dtype=object)[table.row_item]
+        bad = np.flatnonzero(np.not_equal(row_group, None) & np.not_equal(row_group, row_item))
+        return int(table.row_case[bad[0]]) if bad.size else None
+    if name in CASE_COLUMNS or name in metrics:
+        return next((i for i, v in enumerate(values) if v is not None), None)
+    return None
 
 
 def _flat_entries(key: str, s: MetricSummary) -> dict[str, float]:
@@ -365,21 +376,27 @@ def config_value(config: Mapping[str, Any], path: str) -> object:
     return node
 
 
-def case_items(cases: Sequence[CaseRecord]) -> list[str]:
+def case_items(cases: CaseTable | Sequence[CaseRecord]) -> list[str]:
     """Every item (organ, region, finding...) any case has, sorted by name."""
+    if isinstance(cases, CaseTable):
+        return cases.sorted_items()
     return sorted({item for case in cases for item in case.metrics})
 
 
-def case_field(cases: Sequence[CaseRecord], name: str) -> list[str | None]:
+def case_field(cases: CaseTable | Sequence[CaseRecord], name: str) -> list[str | None]:
     """One per-case column in case order: ``case_id``, ``subject_id``, ``status``, ``message``, or the value of the
     case group ``name`` (None where a case lacks that group)."""
+    if isinstance(cases, CaseTable):
+        return cases.field(name)
     if name in CASE_COLUMNS:
         return [getattr(case, name) for case in cases]
     return [case.groups.get(name) for case in cases]
 
 
-def item_matrix(cases: Sequence[CaseRecord], items: Sequence[str], metric: str) -> np.ndarray:
+def item_matrix(cases: CaseTable | Sequence[CaseRecord], items: Sequence[str], metric: str) -> np.ndarray:
     """``(n_cases, n_items)`` float array of one per-item metric; NaN where a value is missing or null."""
+    if isinstance(cases, CaseTable):
+        return cases.matrix(metric, items)
     out = np.full((len(cases), len(items)), np.nan)
     for i, case in enumerate(cases):
         for j, item in enumerate(items):
@@ -404,7 +421,7 @@ def build_result(
     predictions_digest: str,
     summary: dict[str, int],
     warnings: list[str],
-    cases: list[CaseRecord],
+    cases: list[CaseRecord] | CaseTable,
     aggregates: dict[str, MetricSummary],
     item_kind: str,
 ) -> BenchmarkResult:
@@ -415,6 +432,7 @@ def build_result(
     """
     from trackeval._version import __version__
 
+    table = cases if isinstance(cases, CaseTable) else CaseTable.from_records(cases)
     return BenchmarkResult(
         benchmark=benchmark,
         task=task,
@@ -426,11 +444,11 @@ def build_result(
             digest=sha256_text(ground_truth_digest, predictions_digest),
             ground_truth_digest=ground_truth_digest,
             predictions_digest=predictions_digest,
-            n_cases=len(cases),
+            n_cases=len(table),
         ),
         summary=summary,
         warnings=warnings,
-        cases=cases,
+        cases=table,
         aggregates=aggregates,
         item_kind=item_kind,
     )

@@ -50,11 +50,13 @@ def _copy(src: Path, dst: Path) -> Path:
 
 
 def _forge(edit: Callable[[dict[str, Any]], None]) -> Callable[[Path, Path], None]:
-    """Edit results.json's JSON, then rewrite metrics.json and cases.parquet from the edited results: a forgery
-    consistent across the set, which only recomputation from the case records can catch."""
+    """Edit the result (its JSON, with the case records inline as a list), then rewrite the whole set from the
+    edited result: a forgery consistent across the set (results.json's case digests included), which only
+    recomputation from the case records can catch."""
 
     def tamper(out: Path, _other: Path) -> None:
         data = json.loads((out / RESULTS_JSON).read_text())
+        data["cases"] = [case.model_dump(mode="json") for case in read_results(out).cases]
         edit(data)
         result = BenchmarkResult.model_validate(data)
         for name, raw in output_bytes(result).items():
@@ -167,7 +169,8 @@ MISMATCHES = [
     ("cases_empty", _write(CASES_PARQUET, b""), CASES_PARQUET, None),
     ("mixed_metrics_from_other_version", _swap(METRICS_JSON), METRICS_JSON, "umd/dsc"),
     ("mixed_cases_from_other_version", _swap(CASES_PARQUET), CASES_PARQUET, None),
-    ("mixed_results_from_other_version", _swap(RESULTS_JSON), METRICS_JSON, "umd/dsc"),
+    # results.json records the digests of its case table's columns: the other version's case table is refused
+    ("mixed_results_from_other_version", _swap(RESULTS_JSON), CASES_PARQUET, None),
     ("results_not_json", _write(RESULTS_JSON, b'{"schema_version": "1.1", '), RESULTS_JSON, None),
 ]
 
@@ -182,7 +185,7 @@ def _results_edit(edit: Callable[[dict[str, Any]], None]) -> Callable[[Path, Pat
 
 
 INVALID = [
-    ("schema_major", _results_edit(lambda d: d.__setitem__("schema_version", "2.0")), "schema_version"),
+    ("schema_major", _results_edit(lambda d: d.__setitem__("schema_version", "3.0")), "schema_version"),
     ("unknown_field", _results_edit(lambda d: d.__setitem__("verified", True)), "verified"),
     (
         "bad_key",
@@ -305,11 +308,13 @@ def test_the_verified_bytes_are_returned_for_upload(versions):
 
 
 def test_a_lone_results_json_is_still_checked_against_its_cases(versions, tmp_path):
-    """A results.json downloaded alone (an MLflow artifact) has no siblings, but its numbers are recomputed."""
+    """A results.json downloaded without metrics.json (an MLflow artifact, with the cases.parquet its digests
+    cover) has its numbers recomputed from the case records."""
     data = json.loads((versions["champion"] / RESULTS_JSON).read_text())
     data["aggregates"]["umd/dsc"]["value"] += 0.1
     lone = tmp_path / RESULTS_JSON
     lone.write_text(json.dumps(data))
+    (tmp_path / CASES_PARQUET).write_bytes((versions["champion"] / CASES_PARQUET).read_bytes())
     with pytest.raises(InputError, match="contradicts") as err:
         read_results(lone)
     assert err.value.field == "umd/dsc" and err.value.file == str(lone)
@@ -336,6 +341,7 @@ def test_a_headline_must_follow_its_units_declared_reduction(tmp_path):
     declarations are known, and accepted for a unit not registered here (a plug-in not installed), which may
     follow either rule."""
     lone = tmp_path / RESULTS_JSON
+    (tmp_path / CASES_PARQUET).write_bytes(output_bytes(_two_organ_result(0.7))[CASES_PARQUET])  # one table for all
     lone.write_text(_two_organ_result(0.7).to_json())
     assert read_results(lone, declared=metric_info).aggregates["umd/dsc"].value == 0.7
     lone.write_text(_two_organ_result(0.5).to_json())

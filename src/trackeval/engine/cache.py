@@ -60,6 +60,7 @@ SCORING_CODE = (
     "_version.py",
     "errors.py",
     "results.py",
+    "case_table.py",
     "spec.py",
     "registry.py",
     "config",

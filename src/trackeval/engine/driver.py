@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from trackeval.case_table import CaseTable
 from trackeval.config import EngineConfig
 from trackeval.engine.cache import log_cache_warnings
 from trackeval.engine.executors import map_cases
@@ -53,7 +54,8 @@ class Evaluation:
     recorded by :func:`finish` as ``config.format`` (nothing when empty).
     """
 
-    records: list[CaseRecord]
+    #: the case records, or their columns (a unit with many cases builds the table directly)
+    records: list[CaseRecord] | CaseTable
     aggregates: dict[str, MetricSummary]
     item_kind: str
     ground_truth_digest: str

@@ -11,6 +11,7 @@ from typing import Any, cast
 
 import numpy as np
 
+from trackeval.case_table import CaseTable
 from trackeval.gate.pairing import DeltaRow, Paired, delta_row, reported
 from trackeval.gate.policy import Policy
 from trackeval.results import item_matrix
@@ -93,6 +94,13 @@ def _item_rows(
     return problems, rows
 
 
+def _has_items(cases: CaseTable) -> np.ndarray:
+    """Per case, whether it has any item (a record with metrics)."""
+    out = np.zeros(len(cases), dtype=bool)
+    out[cases.row_case] = True
+    return out
+
+
 def corpus_rows(pair: Paired, corpus: Callable[..., Any] | None) -> tuple[list[str], list[DeltaRow]]:
     """Problems and rows of a corpus comparison (``reduction="corpus"``): both headlines recomputed by the unit's
     ``corpus`` function (a :data:`~trackeval.spec.CorpusHeadline`) on the same resamples of the cases
@@ -103,7 +111,7 @@ def corpus_rows(pair: Paired, corpus: Callable[..., Any] | None) -> tuple[list[s
     n_resamples, seed, confidence = pair.resampling
     codes = pair.clusters()
     cand_cases, base_cases = pair.cand_cases, pair.base_cases
-    has_value = np.array([bool(c.metrics or b.metrics) for c, b in zip(cand_cases, base_cases, strict=True)])
+    has_value = _has_items(cand_cases) | _has_items(base_cases)
 
     def analyse(key: str, idx: np.ndarray) -> PairedHeadline:
         cr, br = [cand_cases[i] for i in idx], [base_cases[i] for i in idx]

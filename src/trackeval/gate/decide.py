@@ -308,7 +308,7 @@ def compare_unit(
 
 def n_missing(result: BenchmarkResult) -> int:
     """Cases of ``result`` without a prediction (status ``missing_prediction``)."""
-    return sum(c.status == "missing_prediction" for c in result.cases)
+    return result.cases.field("status").count("missing_prediction")
 
 
 def _missing_check(cand: BenchmarkResult, base: BenchmarkResult, unit: str) -> Check | None:

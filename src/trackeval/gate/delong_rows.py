@@ -6,12 +6,12 @@ p-values. Labels that differ between the two results are a pairing problem."""
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 
 import numpy as np
 
+from trackeval.case_table import CaseTable
 from trackeval.gate.pairing import DeltaRow, Paired, delta_row, or_none
-from trackeval.results import BenchmarkResult, CaseRecord, item_matrix
+from trackeval.results import BenchmarkResult, item_matrix
 from trackeval.stats.paired import PairedAUC, paired_delong
 
 
@@ -24,7 +24,7 @@ def headline_exclusions(result: BenchmarkResult) -> list[str]:
 
 
 def _delong_inputs(
-    cand_cases: Sequence[CaseRecord], base_cases: Sequence[CaseRecord], items: list[str]
+    cand_cases: CaseTable, base_cases: CaseTable, items: list[str]
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
     """Labels and both score matrices (case x item, rows in the same case order) and the pairing problems."""
     y = item_matrix(cand_cases, items, "label")
@@ -38,7 +38,7 @@ def _delong_inputs(
     elif not np.array_equal(y, y_base, equal_nan=True):
         i, j = np.argwhere(~((y == y_base) | (np.isnan(y) & np.isnan(y_base))))[0]
         problems.append(
-            f"labels differ between the two results (case {cand_cases[i].case_id!r}, {items[j]}: "
+            f"labels differ between the two results (case {cand_cases.field('case_id')[i]!r}, {items[j]}: "
             f"{y[i, j]} vs {y_base[i, j]}); re-evaluate both versions on the same ground truth"
         )
     return y, item_matrix(cand_cases, items, "score"), item_matrix(base_cases, items, "score"), problems

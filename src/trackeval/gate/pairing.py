@@ -19,7 +19,8 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from trackeval.results import BenchmarkResult, CaseRecord, config_value, sha256_text
+from trackeval.case_table import CaseTable
+from trackeval.results import BenchmarkResult, config_value, sha256_text
 from trackeval.stats.bootstrap import cluster_codes
 from trackeval.stats.paired import PairedHeadline
 from trackeval.stats.verify import close
@@ -148,7 +149,8 @@ def pairing_problems(cand: BenchmarkResult, base: BenchmarkResult, protocol: Seq
     a, b = protocol_digest(cand, protocol), protocol_digest(base, protocol)
     if a != b:
         problems.append(_protocol_problem(cand.config, base.config, protocol, (a, b)))
-    ca, ba = {c.case_id for c in cand.cases}, {c.case_id for c in base.cases}
+    cand_ids, base_ids = cand.cases.field("case_id"), base.cases.field("case_id")
+    ca, ba = set(cand_ids), set(base_ids)
     if ca != ba:
         only_c, only_b = sorted(ca - ba), sorted(ba - ca)
         problems.append(
@@ -156,8 +158,9 @@ def pairing_problems(cand: BenchmarkResult, base: BenchmarkResult, protocol: Seq
             f"{len(only_b)} only in the baseline {only_b[:5]}"
         )
     elif cand.resampling[0] == "subject_id":
-        subject = {c.case_id: c.subject_id for c in base.cases}
-        moved = sorted(c.case_id for c in cand.cases if subject[c.case_id] != c.subject_id)
+        subject = dict(zip(base_ids, base.cases.field("subject_id"), strict=True))
+        cand_subjects = cand.cases.field("subject_id")
+        moved = sorted(c for c, s in zip(cand_ids, cand_subjects, strict=True) if subject[c] != s)
         if moved:
             problems.append(f"case {moved[0]!r} belongs to another subject in the two results ({len(moved)} case(s))")
     if cand.resampling != base.resampling:
@@ -238,8 +241,8 @@ class Paired:
 
     cand: BenchmarkResult
     base: BenchmarkResult
-    cand_cases: list[CaseRecord]
-    base_cases: list[CaseRecord]
+    cand_cases: CaseTable
+    base_cases: CaseTable
     items: list[str]
     head_key: str
     dimensions: Sequence[str]
@@ -254,10 +257,12 @@ class Paired:
         dimensions: Sequence[str],
         resampling: tuple[int, int, float],
     ) -> Paired:
-        cand_cases = sorted(cand.cases, key=lambda c: c.case_id)
-        base_by_id = {c.case_id: c for c in base.cases}
-        base_cases = [base_by_id[c.case_id] for c in cand_cases]
-        items = sorted({i for c in cand_cases for i in c.metrics} | {i for c in base_cases for i in c.metrics})
+        cand_ids = cand.cases.field("case_id")
+        order = sorted(range(len(cand_ids)), key=cand_ids.__getitem__)
+        base_index = {case_id: i for i, case_id in enumerate(base.cases.field("case_id"))}
+        cand_cases = cand.cases.take(order)
+        base_cases = base.cases.take([base_index[cand_ids[i]] for i in order])
+        items = sorted(set(cand_cases.sorted_items()) | set(base_cases.sorted_items()))
         return cls(cand, base, cand_cases, base_cases, items, head_key, dimensions, resampling)
 
     @property
@@ -268,7 +273,7 @@ class Paired:
         """The cluster code of each row when the results resample subjects, else None (cases resampled alone)."""
         if self.cand.resampling[0] != "subject_id":
             return None
-        return cluster_codes([c.subject_id for c in self.cand_cases])
+        return cluster_codes(self.cand_cases.field("subject_id"))
 
     def case_groups(self) -> Iterator[tuple[str, str, str, np.ndarray]]:
         """``(key, dimension, group, row mask)`` of every case group of the listed dimensions, groups sorted;
@@ -277,8 +282,9 @@ class Paired:
         for dim in self.dimensions:
             if dim == self.cand.item_kind:
                 continue
-            for group in sorted({c.groups[dim] for c in self.cand_cases if dim in c.groups}):
-                rows = np.array([c.groups.get(dim) == group for c in self.cand_cases])
+            values = np.asarray(self.cand_cases.field(dim), dtype=object)
+            for group in sorted({v for v in values.tolist() if v is not None}):
+                rows = values == group
                 yield f"{self.head_key}/by_{dim}/{group}", dim, group, rows
 
     def mismatches(self, key: str, cand_value: float, base_value: float) -> list[str]:

@@ -3,8 +3,9 @@ must agree with it (:func:`trackeval.io.results_folder.read_results` calls every
 
 * :func:`verify_metrics`: ``metrics.json`` holds exactly the keys of the flat metrics derived from results.json,
   each equal to the derived value within the rounding of metrics.json (:data:`~trackeval.stats.verify.REL_TOL`);
-* :func:`verify_cases`: ``cases.parquet`` holds the rows derived from the case records, column by column (values
-  compared, not bytes: another pyarrow writes other bytes for the same table).
+* :func:`verify_cases`: a schema 1.x ``cases.parquet`` holds the rows derived from the inline case records,
+  column by column (values compared, not bytes: another pyarrow writes other bytes for the same table);
+* :func:`read_parquet`: a parquet file's table, or an error naming the file.
 
 This is file integrity only. Whether results.json's aggregates agree with its own case records is a question of
 the units' reductions, answered by :func:`trackeval.stats.verify.verify_aggregates`.
@@ -13,7 +14,9 @@ the units' reductions, answered by :func:`trackeval.stats.verify.verify_aggregat
 from __future__ import annotations
 
 import io
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+import numpy as np
 
 from trackeval.errors import InputError
 from trackeval.io.files import decode_text
@@ -23,7 +26,7 @@ from trackeval.stats.verify import close
 if TYPE_CHECKING:
     from pathlib import Path
 
-    import pandas as pd
+    import pyarrow as pa
 
 
 def verify_metrics(raw: bytes, expected: dict[str, float], *, file: Path) -> None:
@@ -50,76 +53,80 @@ def verify_metrics(raw: bytes, expected: dict[str, float], *, file: Path) -> Non
             )
 
 
-def verify_cases(raw: bytes, expected: pd.DataFrame, *, keys: tuple[str, ...], file: Path) -> None:
-    """Check ``cases.parquet`` (its bytes ``raw``) against ``expected``, the rows derived from the case records.
+def verify_cases(raw: bytes, expected: pa.Table, *, keys: tuple[str, ...], file: Path) -> None:
+    """Check a schema 1.x ``cases.parquet`` (its bytes ``raw``) against ``expected``, the rows derived from the
+    case records results.json holds inline (a 2.x set is checked by its columns' digest instead).
 
     Columns are matched by name and rows by ``keys`` (``case_id`` and the item column): the order of both follows
-    dict order, which a JSON round trip (sorted keys) changes, and carries no meaning.
+    dict order, which a JSON round trip (sorted keys) changes, and carries no meaning. Compared column by column,
+    vectorised: floats by value (null = NaN), strings exactly.
 
     Raises:
         InputError: naming ``file``, the column as ``field`` and the case of the first differing row; or an
             unreadable parquet file.
     """
-    actual = _read_parquet(raw, file=file)
+    import pyarrow.compute as pc
+
+    actual = read_parquet(raw, file=file)
     _check_layout(actual, expected, file=file)
-    by = [k for k in keys if k in expected.columns]
-    actual, expected = (
-        f.sort_values(by, kind="stable").reset_index(drop=True) if by else f for f in (actual, expected)
-    )
-    _check_cells(actual, expected, file=file)
+    by = [(k, "ascending") for k in keys if k in expected.column_names]
+    if by:
+        actual = actual.take(pc.sort_indices(actual, sort_keys=by))
+        expected = expected.take(pc.sort_indices(expected, sort_keys=by))
+    for column in expected.column_names:
+        differs = _differs(actual[column], expected[column])
+        if differs.any():
+            row = int(np.flatnonzero(differs)[0])
+            raise InputError(
+                f"column {column} is {actual[column][row].as_py()!r} where the case records give "
+                f"{expected[column][row].as_py()!r}",
+                file=str(file),
+                case_id=str(expected["case_id"][row].as_py()),
+                field=str(column),
+            )
 
 
-def _read_parquet(raw: bytes, *, file: Path) -> pd.DataFrame:
+def read_parquet(raw: bytes, *, file: Path) -> pa.Table:
     """The table of a parquet file's bytes; :class:`InputError` naming ``file`` when pyarrow cannot read it."""
-    import pandas as pd
+    import pyarrow.parquet as pq
 
     try:
-        return pd.read_parquet(io.BytesIO(raw))
+        return pq.read_table(io.BytesIO(raw))
     except Exception as exc:  # pyarrow raises ArrowInvalid, OSError and others on damaged files
         raise InputError(f"not a readable parquet file: {type(exc).__name__}: {exc}", file=str(file)) from exc
 
 
-def _check_layout(actual: pd.DataFrame, expected: pd.DataFrame, *, file: Path) -> None:
+def _check_layout(actual: pa.Table, expected: pa.Table, *, file: Path) -> None:
     """Refuse a table whose column names (any order) or row count differ from ``expected``'s."""
-    missing = [c for c in expected.columns if c not in actual.columns]
-    extra = [c for c in actual.columns if c not in expected.columns]
+    missing = [c for c in expected.column_names if c not in actual.column_names]
+    extra = [c for c in actual.column_names if c not in expected.column_names]
     if missing or extra:
         raise InputError(
             f"columns differ from the case records (missing {missing}, unexpected {extra})",
             file=str(file),
             field=str((missing or extra)[0]),
         )
-    if len(actual) != len(expected):
+    if actual.num_rows != expected.num_rows:
         raise InputError(
-            f"{len(actual)} rows, the case records give {len(expected)} (case x item)", file=str(file), field="rows"
+            f"{actual.num_rows} rows, the case records give {expected.num_rows} (case x item)",
+            file=str(file),
+            field="rows",
         )
 
 
-def _check_cells(actual: pd.DataFrame, expected: pd.DataFrame, *, file: Path) -> None:
-    """Compare two tables of the same layout, rows already aligned, cell by cell in ``expected``'s column order;
-    :class:`InputError` naming the first differing cell's column and case."""
-    for column in expected.columns:
-        a, e = _values(actual[column]), _values(expected[column])
-        for row, (x, y) in enumerate(zip(a, e, strict=True)):
-            if not _same_cell(x, y):
-                raise InputError(
-                    f"column {column} is {x!r} where the case records give {y!r}",
-                    file=str(file),
-                    case_id=str(expected["case_id"].iloc[row]),
-                    field=str(column),
-                )
+def _differs(actual: pa.ChunkedArray, expected: pa.ChunkedArray) -> np.ndarray:
+    """Per row, whether the cells differ: floats by value with null and NaN alike, other types exactly (a
+    column of another type than expected's differs in every row)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
 
-
-def _values(column: pd.Series) -> list[Any]:
-    """Plain Python values with every missing marker (None, NaN, pd.NA) as ``None``."""
-    import pandas as pd
-
-    return [None if pd.isna(v) else v for v in column.tolist()]
-
-
-def _same_cell(x: Any, y: Any) -> bool:
-    if x is None or y is None:
-        return x is None and y is None
-    if isinstance(x, int | float) and isinstance(y, int | float) and not isinstance(x, bool):
-        return float(x) == float(y)
-    return type(x) is type(y) and x == y
+    n = len(expected)
+    if pa.types.is_floating(expected.type):
+        if not (pa.types.is_floating(actual.type) or pa.types.is_integer(actual.type)):
+            return np.ones(n, dtype=bool)
+        a, e = (c.cast(pa.float64()).to_numpy() for c in (actual, expected))
+        return ~((a == e) | (np.isnan(a) & np.isnan(e)))
+    if actual.type != expected.type:
+        return np.ones(n, dtype=bool)
+    same = pc.or_(pc.fill_null(pc.equal(actual, expected), False), pc.and_(pc.is_null(actual), pc.is_null(expected)))
+    return ~same.to_numpy(zero_copy_only=False)

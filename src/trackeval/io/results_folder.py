@@ -15,11 +15,19 @@ refuse valid checked-out results. Instead:
   folder inside ``out``, then renamed into place (results.json last, so a first write that is killed leaves no
   results.json at all), the folder fsync'ed; a failure at any step puts back the previous files (kept as hard
   links), so the previous complete set stays, or nothing;
-* reading: metrics.json and cases.parquet are pure functions of results.json, so results.json is itself the
-  commit record of the set. :func:`read_results` verifies both against it (:mod:`trackeval.io.evidence`),
-  and recomputes the aggregates that the case records determine (:mod:`trackeval.stats.verify`). A set mixed by
-  a killed writer, a hand-edited headline or a stale file is refused with an :class:`~trackeval.errors.InputError`
-  naming the file and key.
+* reading: results.json is the commit record of the set. It holds the digest of the case records' columns
+  (schema 2.x; :class:`~trackeval.case_table.CaseTable`), and metrics.json is a pure function of it:
+  :func:`read_results` checks cases.parquet's columns against that digest and metrics.json against the
+  aggregates (:mod:`trackeval.io.evidence`), and recomputes the aggregates that the case records determine
+  (:mod:`trackeval.stats.verify`), all vectorised. A set mixed by a killed writer, a hand-edited headline or a
+  stale file is refused with an :class:`~trackeval.errors.InputError` naming the file and key. A schema 1.x set
+  (the records inline in results.json) is read too: its cases.parquet is compared with the records column by
+  column.
+
+**Verified once.** A process that reads the same set again (``promote`` reads the candidate's and the
+champion's results, ``track`` then logs them) gets the result verified the first time: the cache is keyed by
+the sha256 of every file's bytes (read again each time, cheap next to parsing), so an edited file is verified
+anew.
 
 Every file of a results folder is read with :func:`~trackeval.io.files.read_regular_file`: a symbolic link (to
 anything) is refused, never followed.
@@ -27,18 +35,23 @@ anything) is refused, never followed.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
+from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
+from trackeval.case_table import CaseTable, ColumnError
 from trackeval.errors import InputError, OutputError
 from trackeval.io.atomic import write_file_set
-from trackeval.io.evidence import verify_cases, verify_metrics
-from trackeval.io.files import read_regular_file
+from trackeval.io.evidence import read_parquet, verify_cases, verify_metrics
+from trackeval.io.files import decode_text, read_regular_file
+from trackeval.io.structured import parse_json
 from trackeval.registry import metric_info
 from trackeval.results import BenchmarkResult
 from trackeval.stats.verify import MetricLookup, verify_aggregates
@@ -58,25 +71,10 @@ OUTPUT_FILES = (CASES_PARQUET, METRICS_JSON, RESULTS_JSON)
 
 
 def cases_table(result: BenchmarkResult) -> pa.Table:
-    """One row per case x item (organ, region, ...): ids, status, group columns and every per-item metric.
-
-    Columns in order of first appearance: the id, status, group and item columns are strings, the metrics
-    float64; a metric a row lacks, or holds as NaN (``None`` in a record), is null (pandas reads NaN).
-
-    The rows go through pyarrow's JSON reader with this explicit schema: building arrays from Python objects
-    (``pa.array``) imports pandas, which would cost every ``evaluate`` ~0.3 s. Floats round-trip exactly (JSON
-    holds their shortest repr, which the reader parses correctly rounded).
-    """
-    import pyarrow as pa
-    import pyarrow.json as pa_json
-
-    rows, strings = result.case_rows()  # the rows of BenchmarkResult.to_frame too
-    columns = dict.fromkeys(key for row in rows for key in row)
-    schema = pa.schema([(c, pa.string() if c in strings else pa.float64()) for c in columns])
-    if not rows:
-        return schema.empty_table()
-    lines = "".join(json.dumps(row, allow_nan=False) + "\n" for row in rows).encode("utf-8")
-    return pa_json.read_json(io.BytesIO(lines), parse_options=pa_json.ParseOptions(explicit_schema=schema))
+    """The ``cases.parquet`` table: one row per case x item (organ, region, ...), ids, status, message, group
+    columns and every per-item metric (:meth:`~trackeval.case_table.CaseTable.to_arrow`), built from the
+    columns without a Python object per row."""
+    return result.cases.to_arrow(result.item_kind)
 
 
 def metrics_file(result: BenchmarkResult) -> dict[str, float]:
@@ -141,9 +139,16 @@ class ResultsFiles:
     files: dict[str, bytes]
 
 
+#: results verified in this process, by the digests of their files' bytes and the reduction lookup used
+_VERIFIED: OrderedDict[tuple, BenchmarkResult] = OrderedDict()
+#: how many verified results the process keeps (a promote holds two per unit)
+_VERIFIED_MAX = 16
+
+
 def read_results_files(path: Path, *, declared: MetricLookup | None = metric_info) -> ResultsFiles:
-    """Read and verify a results folder (all three files), or a lone results.json (``path`` ends in ``.json``:
-    an artifact downloaded from MLflow), see the module docstring.
+    """Read and verify a results folder (all three files), or a lone results.json (``path`` ends in ``.json``: an
+    artifact downloaded from MLflow; a schema 2.x one needs its cases.parquet beside it), see the module
+    docstring.
 
     ``declared`` looks up the metrics' declared reductions (default: the registered units',
     :func:`trackeval.registry.metric_info`): a headline must follow its unit's rule. For a unit not registered
@@ -155,21 +160,24 @@ def read_results_files(path: Path, *, declared: MetricLookup | None = metric_inf
             non-regular file, an invalid results.json, a metrics.json / cases.parquet that does not match it, or
             an aggregate that contradicts the case records.
     """
-    results_path = path if path.suffix == ".json" else path / RESULTS_JSON
+    lone = path.suffix == ".json"
+    results_path = path if lone else path / RESULTS_JSON
     raw = read_regular_file(results_path)
-    result = _validate(raw, results_path)
-    verify_aggregates(result, file=results_path, declared=declared)
+    header = _header(raw, results_path)
+    columnar = str(header.get("schema_version", "")).split(".")[0] != "1"
     files = {RESULTS_JSON: raw}
-    if path.suffix != ".json":
+    if columnar or not lone:
+        files[CASES_PARQUET] = read_regular_file(results_path.parent / CASES_PARQUET)
+    if not lone:
         files[METRICS_JSON] = read_regular_file(path / METRICS_JSON)
-        verify_metrics(files[METRICS_JSON], metrics_file(result), file=path / METRICS_JSON)
-        files[CASES_PARQUET] = read_regular_file(path / CASES_PARQUET)
-        verify_cases(
-            files[CASES_PARQUET],
-            cases_table(result).to_pandas(),
-            keys=("case_id", result.item_kind),
-            file=path / CASES_PARQUET,
-        )
+    key = (declared, *(hashlib.sha256(files[name]).digest() for name in sorted(files)))
+    result = _VERIFIED.get(key)
+    if result is None:
+        result = _verify(header, files, results_path, declared, columnar=columnar)
+        _VERIFIED[key] = result
+        while len(_VERIFIED) > _VERIFIED_MAX:
+            _VERIFIED.popitem(last=False)
+    _VERIFIED.move_to_end(key)
     return ResultsFiles(result, files)
 
 
@@ -178,9 +186,90 @@ def read_results(path: Path, *, declared: MetricLookup | None = metric_info) -> 
     return read_results_files(path, declared=declared).result
 
 
-def _validate(raw: bytes, path: Path) -> BenchmarkResult:
+def _verify(
+    header: dict,
+    files: dict[str, bytes],
+    results_path: Path,
+    declared: MetricLookup | None,
+    *,
+    columnar: bool,
+) -> BenchmarkResult:
+    """Validate and verify a set's bytes (every check of the module docstring); the result."""
+    parquet = results_path.parent / CASES_PARQUET
+    if columnar:
+        result = _validate(lambda: _columnar_result(header, files[CASES_PARQUET], parquet), results_path)
+    else:
+        result = _validate(lambda: BenchmarkResult.model_validate_json(files[RESULTS_JSON]), results_path)
+    verify_aggregates(result, file=results_path, declared=declared)
+    if METRICS_JSON in files:
+        metrics_path = results_path.parent / METRICS_JSON
+        verify_metrics(files[METRICS_JSON], metrics_file(result), file=metrics_path)
+    if not columnar and CASES_PARQUET in files:  # a 1.x set: the parquet is compared with the inline records
+        expected = cases_table(result).drop_columns(["message"])
+        expected = expected.filter(expected[result.item_kind].is_valid())
+        verify_cases(files[CASES_PARQUET], expected, keys=("case_id", result.item_kind), file=parquet)
+    return result
+
+
+def _header(raw: bytes, path: Path) -> dict:
+    """results.json parsed (an :class:`InputError` naming ``path`` unless it is a JSON object)."""
+    header = parse_json(decode_text(raw, file=path), file=path)
+    if not isinstance(header, dict):
+        raise InputError("not a trackeval results file: expected a JSON object", file=str(path))
+    return header
+
+
+def _columnar_result(header: dict, raw: bytes, parquet: Path) -> BenchmarkResult:
+    """A schema 2.x result: results.json's fields with the case table read from cases.parquet, whose columns must
+    give the digest (and counts) results.json records."""
+    descriptor = header.get("cases")
+    if not isinstance(descriptor, dict) or not isinstance(descriptor.get("groups"), list):
+        raise InputError("results.json must describe its case table (cases.groups, cases.sha256...)", field="cases")
+    groups = [str(g) for g in descriptor["groups"]]
     try:
-        return BenchmarkResult.model_validate_json(raw)
+        table = CaseTable.from_arrow(read_parquet(raw, file=parquet), str(header.get("item_kind", "item")), groups)
+    except ColumnError as exc:
+        raise InputError(
+            f"not the case table results.json describes: {exc}", file=str(parquet), field=exc.column
+        ) from exc
+    result = BenchmarkResult.model_validate({**header, "cases": table})
+    _check_descriptor(result.cases.descriptor(result.item_kind), descriptor, parquet)
+    return result
+
+
+def _check_descriptor(actual: dict, recorded: dict, parquet: Path) -> None:
+    """Refuse a case table whose descriptor (counts, groups, column digests) is not the one results.json
+    records, naming the first differing column (``rows`` for the row count or layout)."""
+    columns, recorded_columns = actual["columns"], recorded.get("columns")
+    if actual["n_rows"] != recorded.get("n_rows"):
+        raise InputError(
+            f"cases.parquet has {actual['n_rows']} rows, results.json records {recorded.get('n_rows')!r}",
+            file=str(parquet),
+            field="rows",
+        )
+    if isinstance(recorded_columns, dict):
+        for name in [*recorded_columns, *(c for c in columns if c not in recorded_columns)]:
+            if columns.get(name) != recorded_columns.get(name):
+                what = "lacks" if name not in columns else "has" if name not in recorded_columns else "differs in"
+                raise InputError(
+                    f"cases.parquet {what} column {name} of the case table results.json records (its digest)",
+                    file=str(parquet),
+                    field=name,
+                )
+    for key in sorted(actual.keys() | recorded.keys()):
+        if actual.get(key) != recorded.get(key):
+            raise InputError(
+                f"cases.parquet does not match results.json: the table gives {key} = {actual.get(key)!r}, "
+                f"results.json records {recorded.get(key)!r}",
+                file=str(parquet),
+                field=f"cases.{key}",
+            )
+
+
+def _validate(build: Callable[[], BenchmarkResult], path: Path) -> BenchmarkResult:
+    """``build()``, its validation errors as an :class:`InputError` naming ``path`` (and the field)."""
+    try:
+        return build()
     except ValidationError as exc:
         first = exc.errors()[0]
         raise InputError(

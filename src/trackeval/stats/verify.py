@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, cast
 import numpy as np
 
 from trackeval.errors import InputError
-from trackeval.results import BenchmarkResult, item_matrix
+from trackeval.results import BenchmarkResult
 from trackeval.spec import MetricInfo
 from trackeval.stats.reduce import MeanReduction, headline, nan_mean
 
@@ -144,7 +144,7 @@ def _fmt(x: float) -> str:
 
 def _verify_counts(result: BenchmarkResult, file: Path) -> None:
     n = len(result.cases)
-    missing = sum(c.status == "missing_prediction" for c in result.cases)
+    missing = result.cases.field("status").count("missing_prediction")
     checks = [("data.n_cases", result.data.n_cases, n)]
     if "n_cases" in result.summary:
         checks.append(("summary.n_cases", result.summary["n_cases"], n))
@@ -165,10 +165,10 @@ class _CaseTable:
         self.result = result
         self.unit = result.unit
         self.by_kind = f"by_{result.item_kind}"
-        self.items = sorted({item for c in result.cases for item in c.metrics})
+        self.items = result.cases.sorted_items()
         self.column = {item: j for j, item in enumerate(self.items)}
-        self.metrics = {m for c in result.cases for vals in c.metrics.values() for m in vals}
-        self.groups = {g for c in result.cases for g in c.groups}
+        self.metrics = set(result.cases.metric_names())
+        self.groups = {g: np.asarray(values, dtype=object) for g, values in result.cases.groups.items()}
         self._matrices: dict[str, np.ndarray] = {}
 
     def parse(self, key: str) -> tuple[str, tuple[str, str] | None, str | None] | None:
@@ -183,18 +183,18 @@ class _CaseTable:
             return "/".join(tokens), None, item
         if len(tokens) >= 3 and tokens[-2].startswith("by_") and "/".join(tokens[:-2]) in self.metrics:
             group = tokens[-2][3:]
-            if group in self.groups and any(c.groups.get(group) == tokens[-1] for c in self.result.cases):
+            if group in self.groups and (self.groups[group] == tokens[-1]).any():
                 return "/".join(tokens[:-2]), (group, tokens[-1]), item
         return None
 
     def matrix(self, metric: str, group: tuple[str, str] | None) -> np.ndarray:
         """``(cases x items)`` values of ``metric``, the cases of ``group`` only when given."""
         if metric not in self._matrices:
-            self._matrices[metric] = item_matrix(self.result.cases, self.items, metric)
+            self._matrices[metric] = self.result.cases.matrix(metric, self.items)
         m = self._matrices[metric]
         if group is None:
             return m
-        return m[[i for i, c in enumerate(self.result.cases) if c.groups.get(group[0]) == group[1]]]
+        return m[self.groups[group[0]] == group[1]]
 
     def item_mean(self, metric: str, group: tuple[str, str] | None, item: str) -> tuple[float, int]:
         """Mean and number of the non-null values of ``item`` (NaN, 0 when there are none)."""

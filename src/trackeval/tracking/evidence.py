@@ -18,8 +18,9 @@ from trackeval.errors import InputError
 from trackeval.gate.compare import BenchmarkComparison
 from trackeval.gate.decide import compare_unit
 from trackeval.gate.policy import UnitPolicy
+from trackeval.io.files import read_regular_file
 from trackeval.io.hashing import sha256_bytes, sha256_files
-from trackeval.io.results_folder import RESULTS_JSON, read_results, read_results_files
+from trackeval.io.results_folder import CASES_PARQUET, RESULTS_JSON, read_results, read_results_files
 from trackeval.results import BenchmarkResult
 from trackeval.tracking.client import Mlflow, check_model_ref, quote
 from trackeval.tracking.model_registry import eval_runs, resolve_version
@@ -32,12 +33,26 @@ _MODEL_REF = re.compile(r"([^/@]*)([/@])(.*)", re.DOTALL)
 
 
 def run_evidence(ml: Mlflow, run_id: str) -> tuple[BenchmarkResult, str]:
-    """The results.json artifact of an evaluation run, validated, and its evidence digest: the sha256 of the
-    artifact's bytes (what ``track`` uploaded and tagged ``trackeval.results_digest``, unless it was overwritten)."""
+    """The results.json artifact of an evaluation run (with its cases.parquet for a schema 2.x result, whose
+    columns results.json's digests cover), verified, and its evidence digest: the sha256 of results.json's bytes
+    (what ``track`` uploaded and tagged ``trackeval.results_digest``, unless it was overwritten)."""
     with tempfile.TemporaryDirectory(prefix="trackeval-results-") as tmp:
-        path = ml.call("download_artifacts", ml.client.download_artifacts, run_id, RESULTS_JSON, tmp)
-        verified = read_results_files(Path(path))
+        path = Path(_download(ml, run_id, RESULTS_JSON, tmp))
+        if _columnar(path):
+            _download(ml, run_id, CASES_PARQUET, tmp)
+        verified = read_results_files(path)
         return verified.result, sha256_bytes(verified.files[RESULTS_JSON])
+
+
+def _download(ml: Mlflow, run_id: str, name: str, folder: str) -> str:
+    return ml.call("download_artifacts", ml.client.download_artifacts, run_id, name, folder)
+
+
+def _columnar(results_json: Path) -> bool:
+    """Whether a results.json is schema 2.x or later (its case records in cases.parquet)."""
+    head = read_regular_file(results_json)
+    found = re.search(rb'"schema_version":\s*"(\d+)\.', head)
+    return found is None or found.group(1) != b"1"
 
 
 def run_results(ml: Mlflow, run_id: str) -> BenchmarkResult:
@@ -48,8 +63,7 @@ def run_results(ml: Mlflow, run_id: str) -> BenchmarkResult:
 def run_digest(ml: Mlflow, run_id: str) -> str:
     """The evidence digest of an evaluation run: the sha256 of its results.json artifact as stored now."""
     with tempfile.TemporaryDirectory(prefix="trackeval-results-") as tmp:
-        path = ml.call("download_artifacts", ml.client.download_artifacts, run_id, RESULTS_JSON, tmp)
-        return sha256_files(Path(path))
+        return sha256_files(Path(_download(ml, run_id, RESULTS_JSON, tmp)))
 
 
 def version_evaluations(ml: Mlflow, mv: Any) -> tuple[dict[str, BenchmarkResult], dict[str, str]]:

@@ -78,9 +78,9 @@ def evaluation_dataset(result: BenchmarkResult, folder: Path, digest: str) -> An
     import pandas as pd
     from mlflow.entities import Dataset, DatasetInput, InputTag
 
-    frame = pd.DataFrame(
-        [{"case_id": c.case_id, "subject_id": c.subject_id, **c.groups, "status": c.status} for c in result.cases]
-    )
+    cases = result.cases
+    columns = ["case_id", "subject_id", *cases.groups, "status"]
+    frame = pd.DataFrame({name: cases.field(name) for name in columns})
     with warnings.catch_warnings():  # "source can be interpreted in multiple ways": both are local folders
         warnings.simplefilter("ignore", UserWarning)
         ds = mlflow.data.from_pandas(

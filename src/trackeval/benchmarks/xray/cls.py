@@ -47,6 +47,7 @@ from trackeval.benchmarks.xray import cls_layouts as layouts
 from trackeval.benchmarks.xray.cls_layouts import ClsTruth
 from trackeval.benchmarks.xray.common import TaskInputs, unique_tokens
 from trackeval.benchmarks.xray.config import XRayClsConfig
+from trackeval.case_table import CaseTable
 from trackeval.config import EvalConfig
 from trackeval.config.base import BootstrapConfig
 from trackeval.engine.driver import Evaluation
@@ -66,7 +67,7 @@ from trackeval.metrics.classification import (
     threshold_at_sensitivity,
     undefined_roc_point,
 )
-from trackeval.results import CaseRecord, MetricSummary, metric_key
+from trackeval.results import MetricSummary, metric_key
 
 log = logging.getLogger(__name__)
 
@@ -288,20 +289,16 @@ def _rate_summaries(test: Table, acc: _Findings, boot: BootstrapConfig) -> dict[
     return out
 
 
-def _records(test: Table, called: np.ndarray) -> list[CaseRecord]:
-    """One record per image: per finding its ``label``, ``score`` and ``called_at_sens95``."""
-    return [
-        CaseRecord(
-            case_id=image_id,
-            subject_id=test.subjects[i],
-            groups=test.groups[i],
-            metrics={
-                token: {"label": test.labels[i, j], "score": test.scores[i, j], "called_at_sens95": called[i, j]}
-                for j, token in enumerate(test.tokens)
-            },
-        )
-        for i, image_id in enumerate(test.image_ids)
-    ]
+def _records(test: Table, called: np.ndarray) -> CaseTable:
+    """One record per image, as columns: per finding its ``label``, ``score`` and ``called_at_sens95``."""
+    names = sorted({g for groups in test.groups for g in groups})
+    return CaseTable.dense(
+        test.image_ids,
+        test.subjects,
+        {g: [groups.get(g) for groups in test.groups] for g in names},
+        test.tokens,
+        {"label": test.labels, "score": test.scores, "called_at_sens95": called},
+    )
 
 
 def _kappa_summaries(test: Table, acc: _Findings, threshold: float) -> dict[str, MetricSummary]:
