@@ -9,7 +9,7 @@ The files themselves are read in their layouts by :mod:`~trackeval.benchmarks.xr
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -18,29 +18,54 @@ from trackeval.benchmarks.xray.cls_layouts import ClsTruth, Scores, refuse_alias
 from trackeval.errors import InputError
 
 
-def parse_score(value: str, *, file: Path, case: str, finding: str, line: int) -> float:
-    """A probability in [0, 1]; anything else (not a number, NaN/inf, out of range) names the cell."""
+def score_error(value: str, *, file: Path, case: str, finding: str, line: int) -> InputError:
+    """The error naming a score cell that is no probability in [0, 1]: not a number, NaN / infinite, or out of
+    range (``value``: the cell's stripped text)."""
     try:
         x = float(value)
     except ValueError:
-        raise InputError(
-            f"score {value!r} on line {line} is not a number", file=str(file), case_id=case, field=finding
-        ) from None
-    if not math.isfinite(x):
-        raise InputError(
-            f"score {value!r} on line {line} is NaN or infinite", file=str(file), case_id=case, field=finding
+        what = f"score {value!r} on line {line} is not a number"
+    else:
+        what = (
+            f"score {value!r} on line {line} is NaN or infinite"
+            if not math.isfinite(x)
+            else f"score {x} on line {line} is not a probability in [0, 1]"
         )
-    if not 0.0 <= x <= 1.0:
-        raise InputError(
-            f"score {x} on line {line} is not a probability in [0, 1]", file=str(file), case_id=case, field=finding
-        )
-    return x
+    return InputError(what, file=str(file), case_id=case, field=finding)
 
 
-def _members(
-    truth: ClsTruth, ids: Sequence[str], file: Path, *, what: str, scores: Scores | None = None
-) -> list[list[int]]:
-    """The rows of ``ids`` (a predictions or readers file) matching each truth row by key; an id matching no
+def _refuse_scores(scores: Scores, cols: Sequence[int]) -> None:
+    """Raise the first refused score of the finding columns ``cols`` (file order: row, then ``cols`` order)."""
+    first = [(scores.refused[c][0], p) for p, c in enumerate(cols) if c in scores.refused]
+    if first:
+        r, p = min(first)
+        c = cols[p]
+        case, finding = scores.ids[r], scores.findings[c]
+        raise score_error(scores.refused[c][1], file=scores.file, case=case, finding=finding, line=scores.lines[r])
+
+
+def _grouped(row_of: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The file rows grouped by their truth row ``row_of`` (file order within a group), and the ``n + 1`` bounds
+    of the ``n`` truth rows' groups in it (an empty group: two equal bounds)."""
+    order = np.argsort(row_of, kind="stable")
+    bounds = np.concatenate(([0], np.cumsum(np.bincount(row_of, minlength=n))))
+    return order, bounds
+
+
+def _pool(values: np.ndarray, row_of: np.ndarray, n: int, reduce: Callable[..., np.ndarray]) -> np.ndarray:
+    """Per truth row (``n``, each matched by at least one row of ``values``), its rows reduced by ``reduce``
+    (``np.max`` / ``np.mean``) over them, in file order. The rows alone on their truth row are reduced at once
+    (over a length-1 axis: ``np.mean`` turns a ``-0.0`` into ``0.0`` there too), the others one truth row at a
+    time."""
+    order, bounds = _grouped(row_of, n)
+    out = reduce(values[order[bounds[:-1]]][np.newaxis], axis=0)
+    for i in np.flatnonzero(np.diff(bounds) > 1):
+        out[i] = reduce(values[order[bounds[i] : bounds[i + 1]]], axis=0)
+    return out
+
+
+def _members(truth: ClsTruth, ids: Sequence[str], file: Path, *, what: str, scores: Scores | None = None) -> np.ndarray:
+    """The truth row matching each row of ``ids`` (a predictions or readers file) by key; an id matching no
     truth row is an error, and so are several rows on a truth row that is one image (nothing to pool), and
     two spellings of one key (:func:`refuse_aliases`, naming the lines of ``scores``)."""
     index = {k: i for i, k in enumerate(truth.keys)}
@@ -49,23 +74,18 @@ def _members(
         per_image = truth.pool is not None
         variants = scores.variants if per_image else ()
         refuse_aliases(ids, scores.lines, truth.key_of, file=file, per_image=per_image, variants=variants, unit=unit)
-    out: list[list[int]] = [[] for _ in truth.ids]
-    extra = []
-    for r, raw in enumerate(ids):
-        i = index.get(truth.key_of(raw))
-        if i is None:
-            extra.append(raw)
-        else:
-            out[i].append(r)
-    if extra:
+    row_of = np.array([index.get(truth.key_of(raw), -1) for raw in ids], dtype=np.intp)
+    extra = np.flatnonzero(row_of < 0)
+    if extra.size:
+        first = ids[extra[0]]
         raise InputError(
-            f"{len(extra)} {unit}(s) {what} but not labelled, e.g. {extra[0]!r}", file=str(file), case_id=extra[0]
+            f"{extra.size} {unit}(s) {what} but not labelled, e.g. {first!r}", file=str(file), case_id=first
         )
-    if unit == "image":
-        for i, rs in enumerate(out):
-            if len(rs) > 1:
-                raise InputError(f"image {truth.ids[i]!r} has {len(rs)} rows", file=str(file), case_id=truth.ids[i])
-    return out
+    counts = np.bincount(row_of, minlength=len(truth.ids))
+    if unit == "image" and (counts > 1).any():
+        i = int(np.argmax(counts > 1))
+        raise InputError(f"image {truth.ids[i]!r} has {counts[i]} rows", file=str(file), case_id=truth.ids[i])
+    return row_of
 
 
 def align_scores(truth: ClsTruth, scores: Scores, findings: Sequence[str], pool: str | None) -> np.ndarray:
@@ -75,39 +95,33 @@ def align_scores(truth: ClsTruth, scores: Scores, findings: Sequence[str], pool:
     Raises:
         InputError: a scored id that is no truth row, a truth row without scores, a bad score.
     """
-    members = _members(truth, scores.ids, scores.file, what="scored", scores=scores)
+    row_of = _members(truth, scores.ids, scores.file, what="scored", scores=scores)
     unit = "image" if truth.pool is None else "study"
-    missing = [truth.ids[i] for i, rs in enumerate(members) if not rs]
-    if missing:
+    missing = np.flatnonzero(np.bincount(row_of, minlength=len(truth.ids)) == 0)
+    if missing.size:
+        first = truth.ids[missing[0]]
         raise InputError(
-            f"{len(missing)} labelled {unit}(s) without scores, e.g. {missing[0]!r}",
-            file=str(scores.file),
-            case_id=missing[0],
+            f"{missing.size} labelled {unit}(s) without scores, e.g. {first!r}", file=str(scores.file), case_id=first
         )
     cols = [scores.findings.index(f) for f in findings]
-    values = np.array(
-        [
-            [parse_score(row[c], file=scores.file, case=i, finding=scores.findings[c], line=line) for c in cols]
-            for i, row, line in zip(scores.ids, scores.values, scores.lines, strict=True)
-        ]
-    ).reshape(len(scores.ids), len(cols))
+    _refuse_scores(scores, cols)
     reduce = np.mean if (pool or truth.pool) == "mean" else np.max
-    return np.array([reduce(values[rs], axis=0) for rs in members]).reshape(len(members), len(cols))
+    return _pool(scores.values[:, cols], row_of, len(truth.ids), reduce)
 
 
 def align_decisions(truth: ClsTruth, reader: ClsTruth, findings: Sequence[str], file: Path) -> np.ndarray:
     """A reader's binary decisions ``(n_truth_rows, n_findings)``: 1 / 0, NaN where the reader gave none (no row,
     no column, blank or -1); per-image rows of one study are one decision (the reader's file was collapsed to
-    studies when read in the truth's layout)."""
-    members = _members(truth, reader.ids, file, what="read")
+    studies when read in the truth's layout; of several rows on one truth row, the first counts)."""
+    order, bounds = _grouped(_members(truth, reader.ids, file, what="read"), len(truth.ids))
+    decided = np.flatnonzero(np.diff(bounds) > 0)
+    first = order[bounds[decided]]
     out = np.full((len(truth.ids), len(findings)), np.nan)
     for j, f in enumerate(findings):
-        if f not in reader.findings:
-            continue
-        column = reader.codes[:, reader.findings.index(f)]
-        for i, rs in enumerate(members):
-            if rs and column[rs[0]] in (0.0, 1.0):
-                out[i, j] = column[rs[0]]
+        if f in reader.findings:
+            column = reader.codes[first, reader.findings.index(f)]
+            known = (column == 0.0) | (column == 1.0)
+            out[decided[known], j] = column[known]
     return out
 
 

@@ -25,6 +25,12 @@ MURA's header-less ``path,probability`` rows (images or studies). Every id is ma
 layout's key (:attr:`ClsTruth.key_of`: CheXpert ``patient/study``, MURA ``body part/patient/study``, MIMIC the study
 number, NIH the image file name), so per-image rows of one study are pooled
 (:func:`~trackeval.benchmarks.xray.cls_align.align_scores`).
+
+Label and score tables are read row by row (:func:`trackeval.io.tables.read_csv_columns`): what is kept per row
+is its ids (and a patient / group value shared between rows) and its labels or scores in one float array, so a
+100,000-study file costs its arrays, not a Python string per cell. A refused cell (a label that is not 1 / 0 / -1
+/ blank, a score that is no probability) is noted while reading and raised after the checks of the ids, as a
+whole-table read would: the first in file order, naming its line, case and finding.
 """
 
 from __future__ import annotations
@@ -43,7 +49,7 @@ from trackeval.errors import InputError
 from trackeval.io.files import decode_text
 from trackeval.io.layouts import Layout, choose
 from trackeval.io.structured import read_limited
-from trackeval.io.tables import parse_csv, read_csv_rows
+from trackeval.io.tables import Columns, parse_csv, read_csv_columns, stream_csv_rows
 from trackeval.results import key_token
 
 #: coded label values before the blank / uncertain policies: 1 positive, 0 negative
@@ -65,6 +71,10 @@ _MIMIC_STUDY = re.compile(r"^s?(\d+)$")
 _SCORE_KEYS = ("image_id", "Study", "Path", "study_id", "Image Index")
 #: columns of prediction files that are neither the key nor a finding
 _SCORE_EXTRA = ("dicom_id", "subject_id", *CHEXPERT_METADATA)
+#: CheXpert's group columns: (group, column)
+_CHEXPERT_GROUPS = (("sex", "Sex"), ("view", "Frontal/Lateral"), ("projection", "AP/PA"))
+#: NIH's group columns: (group, column)
+_NIH_GROUPS = (("sex", "Patient Gender"), ("projection", "View Position"))
 
 
 @dataclass(frozen=True)
@@ -93,15 +103,19 @@ class ClsTruth:
 
 @dataclass(frozen=True)
 class Scores:
-    """A predictions (or reader decisions) file: ``ids`` per row, ``findings`` (columns), ``values`` the raw
-    strings ``(n_rows, n_findings)``, ``lines`` each row's line in the file (1-based)."""
+    """A predictions (or reader decisions) file: ``ids`` per row, ``findings`` (columns), ``values`` the
+    probabilities ``(n_rows, n_findings)`` (NaN where refused), ``lines`` each row's line in the file (1-based),
+    ``refused`` per finding column (its index) with a cell that is no probability in [0, 1], the first one as
+    ``(row, text)`` (raised only if that finding is evaluated:
+    :func:`~trackeval.benchmarks.xray.cls_align.align_scores`)."""
 
     layout: str
     file: Path
     ids: list[str]
     findings: list[str]
-    values: list[list[str]]
-    lines: list[int]
+    values: np.ndarray
+    lines: Sequence[int]
+    refused: dict[int, tuple[int, str]]
     #: per row, the columns that tell apart rows of one key (MIMIC's ``dicom_id``), "" when none
     variants: list[str] = field(default_factory=list)
 
@@ -127,6 +141,8 @@ def mura_key(path_id: str) -> str:
 
 def mimic_key(study: str) -> str:
     """The study number of a MIMIC-CXR ``study_id`` (``50414267``), ``s50414267`` or a path through it."""
+    if study.isdecimal():  # the number itself (what ``\d+`` matches), the file's own spelling
+        return study
     for part in reversed(_parts(study)):
         m = _MIMIC_STUDY.match(part)
         if m:
@@ -246,67 +262,85 @@ SCORE_LAYOUTS = (
 )
 
 
-def code(value: str, *, file: Path, case: str, finding: str, line: int) -> float:
-    """The coded label of one cell (see :data:`UNCERTAIN`, :data:`BLANK`); anything else names the cell."""
-    if value in _CODES:
-        return _CODES[value]
-    raise InputError(
-        f"label {value!r} on line {line} is not 1, 0, -1 or blank",
-        file=str(file),
-        case_id=case,
-        field=finding,
-    )
+def _code_row(cells: list[str]) -> list[float | None]:
+    """The coded labels of a row's finding cells (see :data:`UNCERTAIN`, :data:`BLANK`); None for any other
+    spelling (:func:`_coded` words the error)."""
+    return list(map(_CODES.get, cells))
 
 
-def _ids(rows: list[dict[str, str]], column: str, path: Path, *, also: tuple[str, ...] = ()) -> list[str]:
+def _probability(cell: str) -> float | None:
+    """A score cell as a probability; None when it is not a number, NaN / infinite, or outside [0, 1]."""
+    try:
+        x = float(cell)
+    except ValueError:
+        return None
+    return x if 0.0 <= x <= 1.0 else None
+
+
+def _score_row(cells: list[str]) -> Sequence[float | None]:
+    """The probabilities of a row's (one or more) score cells, None where :func:`_probability` refuses one; a
+    row of fine cells takes one pass in C (a NaN makes the sum NaN, an infinity fails the min / max test)."""
+    try:
+        xs = list(map(float, cells))
+    except ValueError:
+        return [_probability(c) for c in cells]
+    total = sum(xs)
+    if total == total and min(xs) >= 0.0 and max(xs) <= 1.0:
+        return xs
+    return [x if 0.0 <= x <= 1.0 else None for x in xs]
+
+
+def _ids(table: Columns, column: str, path: Path, *, also: tuple[str, ...] = ()) -> list[str]:
     """The ``column`` value of each row; an empty one, or a repeated row (``column`` and the ``also`` columns,
     e.g. ``dicom_id`` of per-image MIMIC predictions), names its lines."""
+    ids = table.text[column]
     seen: dict[tuple[str, ...], int] = {}
-    for line, row in enumerate(rows, start=2):
-        value = row[column]
+    for r, (value, line) in enumerate(zip(ids, table.lines, strict=True)):
         if not value:
             raise InputError(f"empty {column} on line {line}", file=str(path), field=column)
-        ident = (value, *(row.get(c, "") for c in also))
+        ident = (value, *(table.text[c][r] for c in also))
         if ident in seen:
             raise InputError(
                 f"duplicate {column} on lines {seen[ident]} and {line}", file=str(path), case_id=value, field=column
             )
         seen[ident] = line
-    return [row[column] for row in rows]
+    return ids
 
 
-def _lines(ids: Sequence[str]) -> range:
-    """The file lines of rows read by :func:`read_csv_rows` (the header is line 1)."""
-    return range(2, len(ids) + 2)
-
-
-def _codes(rows: list[dict[str, str]], findings: list[str], ids: list[str], path: Path) -> np.ndarray:
-    """The coded labels ``(n_rows, n_findings)`` of CSV rows (line numbers counted from the header's 1)."""
-    out = np.empty((len(rows), len(findings)))
-    for r, row in enumerate(rows):
-        for c, f in enumerate(findings):
-            out[r, c] = code(row[f], file=path, case=ids[r], finding=f, line=r + 2)
-    return out
+def _coded(table: Columns, findings: list[str], ids: list[str], path: Path) -> np.ndarray:
+    """The coded labels ``(n_rows, n_findings)`` of a table read with :func:`_code_row`; its first refused cell
+    (file order: row, then column) is an error naming the line, the case and the finding."""
+    if table.refused:
+        c = min(table.refused, key=lambda k: (table.refused[k][0], k))
+        r, value = table.refused[c]
+        raise InputError(
+            f"label {value!r} on line {table.lines[r]} is not 1, 0, -1 or blank",
+            file=str(path),
+            case_id=ids[r],
+            field=findings[c],
+        )
+    return table.values
 
 
 def _read_generic(path: Path) -> ClsTruth:
-    rows = read_csv_rows(path, required=("image_id",))
-    findings = [c for c in rows[0] if c != "image_id"]
+    header, rows = stream_csv_rows(path, ("image_id",))
+    findings = [c for c in header if c != "image_id"]
     if not findings:
         raise InputError("no finding columns besides image_id", file=str(path), field="header")
-    ids = _ids(rows, "image_id", path)
+    table = read_csv_columns(header, rows, ("image_id",), findings, _code_row)
+    ids = _ids(table, "image_id", path)
     groups: list[dict[str, str]] = [{} for _ in ids]
-    codes = _codes(rows, findings, ids, path)
+    codes = _coded(table, findings, ids, path)
     return ClsTruth(GENERIC, ids, ids, ids, groups, findings, codes, "uncertain", None, (path,), _identity)
 
 
-def _chexpert_groups(rows: list[dict[str, str]]) -> dict[str, str]:
-    """``sex``, ``view`` and ``projection`` of the image rows of one study (``view`` / ``projection``: the
-    study's distinct ``Frontal/Lateral`` / ``AP/PA`` values, sorted, joined by ``_``: ``frontal_lateral``);
-    a column the file lacks, or a blank value, gives no group."""
+def _chexpert_groups(text: dict[str, list[str]], rows: list[int]) -> dict[str, str]:
+    """``sex``, ``view`` and ``projection`` of the image ``rows`` of one study (``text``: the group columns the
+    file has; ``view`` / ``projection``: the study's distinct ``Frontal/Lateral`` / ``AP/PA`` values, sorted,
+    joined by ``_``: ``frontal_lateral``); a column the file lacks, or a blank value, gives no group."""
     out: dict[str, str] = {}
-    for group, column in (("sex", "Sex"), ("view", "Frontal/Lateral"), ("projection", "AP/PA")):
-        values = sorted({key_token(r[column], fallback="") for r in rows if column in r} - {""})
+    for group, column in _CHEXPERT_GROUPS:
+        values = sorted({key_token(text[column][r], fallback="") for r in rows if column in text} - {""})
         if values and (group != "sex" or len(values) == 1):
             out[group] = "_".join(values)
     return out
@@ -314,15 +348,17 @@ def _chexpert_groups(rows: list[dict[str, str]]) -> dict[str, str]:
 
 def _read_chexpert(path: Path) -> ClsTruth:
     """CheXpert (see the module docstring): ``Path`` rows collapse to their study, whose labels must agree."""
-    rows = read_csv_rows(path, required=())
-    column = next(iter(rows[0]))
-    findings = [c for c in rows[0] if c != column and c not in CHEXPERT_METADATA]
+    header, rows = stream_csv_rows(path, ())
+    column = header[0]
+    findings = [c for c in header if c != column and c not in CHEXPERT_METADATA]
     if column not in ("Path", "Study") or not findings:
-        raise InputError(f"expected a Path or Study column and finding columns; found {list(rows[0])}", file=str(path))
-    ids = _ids(rows, column, path)
+        raise InputError(f"expected a Path or Study column and finding columns; found {header}", file=str(path))
+    meta = [c for _, c in _CHEXPERT_GROUPS if c in header]
+    table = read_csv_columns(header, rows, (column, *meta), findings, _code_row, shared=meta)
+    ids = _ids(table, column, path)
     per_image = column == "Path"
-    refuse_aliases(ids, _lines(ids), chexpert_key, file=path, field=column, per_image=per_image, unit="study")
-    codes = _codes(rows, findings, ids, path)
+    refuse_aliases(ids, table.lines, chexpert_key, file=path, field=column, per_image=per_image, unit="study")
+    codes = _coded(table, findings, ids, path)
     members: dict[str, list[int]] = {}
     for r, i in enumerate(ids):
         members.setdefault(chexpert_key(i), []).append(r)
@@ -331,14 +367,15 @@ def _read_chexpert(path: Path) -> ClsTruth:
         for r in rs[1:]:
             if not np.array_equal(codes[r], codes[rs[0]]):
                 raise InputError(
-                    f"the labels of study {key!r} differ between lines {rs[0] + 2} and {r + 2} (labels are per study)",
+                    f"the labels of study {key!r} differ between lines {table.lines[rs[0]]} and {table.lines[r]} "
+                    "(labels are per study)",
                     file=str(path),
                     case_id=ids[r],
                 )
         keys.append(key)
         study_ids.append("/".join(_parts(ids[rs[0]])))
         subjects.append(key.split("/")[0])
-        groups.append(_chexpert_groups([rows[r] for r in rs]))
+        groups.append(_chexpert_groups(table.text, rs))
     codes = codes[[rs[0] for rs in members.values()]]
     return ClsTruth(
         CHEXPERT, study_ids, keys, subjects, groups, findings, codes, "negative", "max", (path,), chexpert_key
@@ -346,15 +383,16 @@ def _read_chexpert(path: Path) -> ClsTruth:
 
 
 def _read_mimic(path: Path) -> ClsTruth:
-    rows = read_csv_rows(path, required=MIMIC_IDS)
-    findings = [c for c in rows[0] if c not in MIMIC_IDS]
+    header, rows = stream_csv_rows(path, MIMIC_IDS)
+    findings = [c for c in header if c not in MIMIC_IDS]
     if not findings:
         raise InputError("no finding columns besides subject_id and study_id", file=str(path), field="header")
-    ids = _ids(rows, "study_id", path)
-    refuse_aliases(ids, _lines(ids), mimic_key, file=path, field="study_id", unit="study")
-    subjects = [row["subject_id"] for row in rows]
+    table = read_csv_columns(header, rows, MIMIC_IDS, findings, _code_row, shared=("subject_id",))
+    ids = _ids(table, "study_id", path)
+    refuse_aliases(ids, table.lines, mimic_key, file=path, field="study_id", unit="study")
+    subjects = table.text["subject_id"]
     groups: list[dict[str, str]] = [{} for _ in ids]
-    codes = _codes(rows, findings, ids, path)
+    codes = _coded(table, findings, ids, path)
     keys = [mimic_key(i) for i in ids]
     return ClsTruth(MIMIC, ids, keys, subjects, groups, findings, codes, "negative", "max", (path,), mimic_key)
 
@@ -404,31 +442,44 @@ def _nih_keep(path: Path, ids: list[str]) -> tuple[Path | None, list[int]]:
     return listed, [row_of[nih_key(n)] for _, n in names]
 
 
-def _nih_groups(row: dict[str, str]) -> dict[str, str]:
-    """``sex`` (``Patient Gender``) and ``projection`` (``View Position``) of one row, blanks left out."""
-    found = {
-        g: key_token(row.get(c, ""), fallback="")
-        for g, c in (("sex", "Patient Gender"), ("projection", "View Position"))
-    }
+def _nih_groups(text: dict[str, list[str]], r: int) -> dict[str, str]:
+    """``sex`` (``Patient Gender``) and ``projection`` (``View Position``) of row ``r`` (``text``: the columns
+    the file has), blanks left out."""
+    found = {g: key_token(text[c][r] if c in text else "", fallback="") for g, c in _NIH_GROUPS}
     return {g: v for g, v in found.items() if v}
+
+
+def _nih_kept_codes(table: Columns, ids: list[str], keep: list[int], path: Path) -> np.ndarray:
+    """The 14 coded findings ``(len(keep), 14)`` of the kept rows, in ``keep`` order (:func:`_nih_codes`, once
+    per distinct ``Finding Labels`` value: the first kept row of a bad value names it)."""
+    labels, known = table.text["Finding Labels"], {}
+    out = np.empty((len(keep), len(NIH_FINDINGS)))
+    for k, r in enumerate(keep):
+        if labels[r] not in known:
+            known[labels[r]] = _nih_codes(labels[r], path=path, case=ids[r], line=table.lines[r])
+        out[k] = known[labels[r]]
+    return out
 
 
 def _read_nih(path: Path) -> ClsTruth:
     """ChestX-ray14 (see the module docstring), restricted to the sibling ``test_list.txt`` when there is one."""
-    rows = read_csv_rows(path, required=("Image Index", "Finding Labels", "Patient ID"))
-    ids = _ids(rows, "Image Index", path)
-    refuse_aliases(ids, _lines(ids), nih_key, file=path, field="Image Index", unit="image")
+    header, rows = stream_csv_rows(path, ("Image Index", "Finding Labels", "Patient ID"))
+    shared = ["Finding Labels", "Patient ID", *(c for _, c in _NIH_GROUPS if c in header)]
+    # no value columns: the 14 findings are coded from the kept rows' Finding Labels (_nih_kept_codes)
+    table = read_csv_columns(header, rows, ("Image Index", *shared), (), _code_row, shared=shared)
+    ids = _ids(table, "Image Index", path)
+    refuse_aliases(ids, table.lines, nih_key, file=path, field="Image Index", unit="image")
     listed, keep = _nih_keep(path, ids)
-    codes = np.array([_nih_codes(rows[r]["Finding Labels"], path=path, case=ids[r], line=r + 2) for r in keep])
+    codes = _nih_kept_codes(table, ids, keep, path)
     kept = [ids[r] for r in keep]
     return ClsTruth(
         NIH,
         kept,
         [nih_key(i) for i in kept],
-        [rows[r]["Patient ID"] for r in keep],
-        [_nih_groups(rows[r]) for r in keep],
+        [table.text["Patient ID"][r] for r in keep],
+        [_nih_groups(table.text, r) for r in keep],
         list(NIH_FINDINGS),
-        codes.reshape(len(keep), len(NIH_FINDINGS)),
+        codes,
         "negative",
         None,
         (path,) if listed is None else (path, listed),
@@ -488,23 +539,26 @@ def _read_mura_scores(path: Path) -> Scores:
         if fields[0] in seen:
             raise InputError(f"duplicate path on lines {seen[fields[0]]} and {line}", file=str(path), case_id=fields[0])
         seen[fields[0]] = line
-    return Scores("mura", path, list(seen), [MURA_FINDING], [[f[1]] for _, f in records], list(seen.values()))
+    table = read_csv_columns(["path", MURA_FINDING], iter(records), ("path",), (MURA_FINDING,), _score_row)
+    return Scores("mura", path, table.text["path"], [MURA_FINDING], table.values, table.lines, table.refused)
 
 
 def read_scores(path: Path, *, what: str = "predictions") -> Scores:
-    """A predictions (or reader decisions) file in one of :data:`SCORE_LAYOUTS` (told from the file)."""
+    """A predictions (or reader decisions) file in one of :data:`SCORE_LAYOUTS` (told from the file), read row
+    by row: its ids, line numbers and probabilities (cells that are none noted in :attr:`Scores.refused`)."""
     layout = choose(path, SCORE_LAYOUTS, what=what)
     if layout.name == "mura":
         return _read_mura_scores(path)
-    rows = read_csv_rows(path, required=())
-    key = next(k for k in _SCORE_KEYS if k in rows[0])
-    findings = [c for c in rows[0] if c != key and c not in _SCORE_EXTRA]
+    header, rows = stream_csv_rows(path, ())
+    key = next(k for k in _SCORE_KEYS if k in header)
+    findings = [c for c in header if c != key and c not in _SCORE_EXTRA]
     if not findings:
         raise InputError(f"no finding columns besides {key}", file=str(path), field="header")
-    ids = _ids(rows, key, path, also=("dicom_id",))
-    values = [[row[f] for f in findings] for row in rows]
-    variants = [row.get("dicom_id", "") for row in rows]
-    return Scores(layout.name, path, ids, findings, values, list(range(2, len(rows) + 2)), variants)
+    variant = ("dicom_id",) if "dicom_id" in header else ()
+    table = read_csv_columns(header, rows, (key, *variant), findings, _score_row)
+    ids = _ids(table, key, path, also=variant)
+    variants = table.text.get("dicom_id", [])
+    return Scores(layout.name, path, ids, findings, table.values, table.lines, table.refused, variants)
 
 
 def labels_of(codes: np.ndarray, blank: str, uncertain: str) -> tuple[np.ndarray, int]:
