@@ -40,6 +40,13 @@ def test_explain_reproduces_a_decision_and_detects_changed_evidence(store, evalu
         (evaluated["organ_regress"][1] / "results.json").read_text().replace('"organ_regress"', '"champion"')
     )
     client.log_artifact(champion_run, str(tampered))
+    # results.json's digests cover its case table: alone, the swap is refused as a mixed set (exit 2)...
+    assert main(["promote", "--explain", decision_run, *sets]) == 2
+    assert "cases.parquet" in capsys.readouterr().err
+    # ...and with the table it describes, a consistent forgery: the recorded decision does not follow from it
+    cases = tmp_path / "tampered" / "cases.parquet"
+    cases.write_bytes((evaluated["organ_regress"][1] / "cases.parquet").read_bytes())
+    client.log_artifact(champion_run, str(cases))
     assert main(["promote", "--explain", decision_run, *sets]) == 1
     assert "NOT reproduced" in capsys.readouterr().err
 

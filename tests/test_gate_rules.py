@@ -681,10 +681,7 @@ def test_decide_records_missing_predictions_groups_and_notes():
     assert len(d.notes) == 1 and d.notes[0].startswith("toy: 4 cases cannot resolve margin 0.01")
     assert isinstance(d, Decision) and d.verdict == "fail"
     # groups: a case-group dimension, one summary check when every group passes
-    grouped = [_result(SCORES, subjects=subjects), _result(SCORES, subjects=subjects)]
-    for r in grouped:
-        for c in r.cases:
-            c.groups["site"] = "a" if c.case_id in ("c1", "c2") else "b"
+    grouped = [_with_sites(_result(SCORES, subjects=subjects)), _with_sites(_result(SCORES, subjects=subjects))]
     pol = {"toy": _policy(group_dimensions=("site",))}
     g = decide("m", "v2", {"toy": grouped[0]}, "v1", {"toy": grouped[1]}, GateConfig(n_resamples=50), pol)
     assert g.verdict == "pass" and [t.key for t in g.group_tests] == ["toy/dsc/by_site/a", "toy/dsc/by_site/b"]
@@ -693,11 +690,8 @@ def test_decide_records_missing_predictions_groups_and_notes():
 
 
 def test_decide_names_a_failed_group():
-    base = _result(SCORES)
-    cand = _result({"c1": 0.5, "c2": 0.75, "c3": 0.0, "c4": 0.0})
-    for r in (base, cand):
-        for c in r.cases:
-            c.groups["site"] = "a" if c.case_id in ("c1", "c2") else "b"
+    base = _with_sites(_result(SCORES))
+    cand = _with_sites(_result({"c1": 0.5, "c2": 0.75, "c3": 0.0, "c4": 0.0}))
     pol = {"toy": _policy(margin=1.0, group_dimensions=("site",))}
     d = decide("m", "v2", {"toy": cand}, "v1", {"toy": base}, GateConfig(n_resamples=200, multiplicity="none"), pol)
     failed = [c for c in d.checks if not c.passed]
@@ -714,9 +708,7 @@ def test_decide_names_a_failed_group():
 def test_compare_unit_passes_the_units_policy_and_the_gate_settings():
     cand = _result({"c1": 0.5, "c2": 1.0, "c3": 0.25}, extra_config={"toy": {"t": 1, "other": 1}})
     base = _result({"c1": 0.25, "c2": 0.75, "c3": 0.5}, extra_config={"toy": {"t": 1, "other": 2}})
-    for c in (*cand.cases, *base.cases):
-        c.metrics["more"] = {"dsc": None}
-    cand.cases[0].metrics["more"] = {"dsc": 1.0}
+    cand, base = _with_item(cand, "more", {"c1": 1.0}), _with_item(base, "more", {})
     policy = _policy(protocol=("toy.t",), reduction="case_mean", best=0.0, group_dimensions=("item",))
     cfg = GateConfig(n_resamples=40, seed=7, confidence=0.8)
     comp = compare_unit(cand, base, policy, cfg, ("v2", "v1"))
@@ -760,9 +752,19 @@ def test_compare_unit_passes_the_units_policy_and_the_gate_settings():
 
 
 def _with_sites(r: BenchmarkResult) -> BenchmarkResult:
-    for c in r.cases:
-        c.groups["site"] = "a" if c.case_id in ("c1", "c2") else "b"
-    return r
+    """``r`` with the case group ``site``: ``a`` for c1 and c2, ``b`` for the others."""
+    cases = [c.model_copy(update={"groups": {**c.groups, "site": _site(c.case_id)}}) for c in r.cases]
+    return r.model_copy(update={"cases": cases})
+
+
+def _with_item(r: BenchmarkResult, item: str, dsc: dict[str, float]) -> BenchmarkResult:
+    """``r`` with one more item in every case: its Dice from ``dsc`` by case id, null for the other cases."""
+    cases = [c.model_copy(update={"metrics": {**c.metrics, item: {"dsc": dsc.get(c.case_id)}}}) for c in r.cases]
+    return r.model_copy(update={"cases": cases})
+
+
+def _site(case_id: str) -> str:
+    return "a" if case_id in ("c1", "c2") else "b"
 
 
 def test_every_unit_is_gated_whatever_happened_to_the_one_before():

@@ -96,7 +96,7 @@ def test_result_to_frame_is_one_row_per_case_and_item_as_cases_parquet(evaluated
     result, folder = evaluated["champion"]
     frame = result.to_frame()
     assert len(frame) == sum(len(c.metrics) for c in result.cases) == 12 * 3
-    assert list(frame.columns[:5]) == ["case_id", "subject_id", "status", "modality", "organ"]
+    assert list(frame.columns[:6]) == ["case_id", "subject_id", "status", "message", "modality", "organ"]
     assert {"dsc", "iou", "hd95", "nsd"} <= set(frame.columns) and frame["dsc"].dtype == "float64"
     for case in result.cases:
         for organ, metrics in case.metrics.items():

@@ -57,7 +57,16 @@ def _cases() -> list[CaseRecord]:
 def test_rows_columns_types_and_exact_values() -> None:
     table = cases_table(_result(_cases()))
     assert table.column_names == [
-        "case_id", "subject_id", "status", "message", "scanner", "site", "organ", "dsc", "hd", "nsd"
+        "case_id",
+        "subject_id",
+        "status",
+        "message",
+        "scanner",
+        "site",
+        "organ",
+        "dsc",
+        "hd",
+        "nsd",
     ]
     assert [str(t) for t in table.schema.types] == ["string"] * 7 + ["double"] * 3
     rows = table.to_pylist()

@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 
 from tests.conftest import umd_argv, write_manifest
+from tests.results_doc import results_doc
 from trackeval.errors import InputError
 from trackeval.results import CASE_COLUMNS, check_group_columns
 
@@ -48,8 +49,7 @@ def test_an_ordinary_group_column_is_kept_beside_the_outputs(cli, umd_dataset, t
     frame = pd.read_parquet(out / "cases.parquet")
     assert set(frame["status"]) == {"ok"} and set(frame["scanner"]) == {"0.5"} and set(frame["site"]) == {"a"}
     liver = frame[(frame["case_id"] == "s1_ct") & (frame["organ"] == "liver")]
-    results = json.loads((out / "results.json").read_text())
-    case = next(c for c in results["cases"] if c["case_id"] == "s1_ct")
+    case = next(c for c in results_doc(out)["cases"] if c["case_id"] == "s1_ct")
     assert float(liver["dsc"].iloc[0]) == case["metrics"]["liver"]["dsc"] != 0.5
 
 
@@ -80,16 +80,18 @@ def test_a_group_equal_to_the_case_item_is_no_collision():
 
 
 def test_a_results_file_with_a_colliding_group_is_refused_by_track(cli, umd_dataset, tmp_path):
-    """A hand-edited results.json (group ``status``) is refused when read: nothing reaches the MLflow store."""
+    """A hand-edited results.json (its case table's group list names ``status``, so the status column is read as a
+    group) is refused when read: nothing reaches the MLflow store."""
     gt, pred = umd_dataset()
     out = tmp_path / "out"
     assert cli(*umd_argv(gt, pred, out, *FAST)).rc == 0
+    first = results_doc(out)["cases"][0]["case_id"]
     doc = json.loads((out / "results.json").read_text())
-    doc["cases"][0]["groups"]["status"] = "approved"
+    doc["cases"]["groups"].append("status")
     (out / "results.json").write_text(json.dumps(doc))
     store = tmp_path / "mlflow.db"
     res = cli("track", out, "--set", f"tracking.uri=sqlite:///{store}")
-    res.one_line_error("case group column 'status'", f"case={doc['cases'][0]['case_id']}", "field=status", rc=2)
+    res.one_line_error("case group column 'status'", f"case={first}", "field=status", rc=2)
     assert not store.exists() or _finished_runs(store) == 0
 
 
