@@ -432,6 +432,7 @@ def test_plotspec_is_backward_compatible(pairs):
     result = pairs["umd"][0]
     payload = result.model_dump(mode="json")
     payload["plots"] = [{"metric": "dsc", "dimension": "organ", "kind": "bar", "title": ""}]  # a 1.1 file
+    payload["cases"] = [case.model_dump(mode="json") for case in result.cases]  # 1.x: the records inline
     assert BenchmarkResult.model_validate(payload).plots[0].kind == "bar"
     for bad in (
         {"kind": "pie"},

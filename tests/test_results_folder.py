@@ -12,9 +12,10 @@ import textwrap
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 from trackeval.io.results_folder import CASES_PARQUET, cases_table, output_bytes, read_results
-from trackeval.results import CaseRecord, build_result
+from trackeval.results import READABLE_JSON_BYTES, CaseRecord, build_result, json_text
 
 #: floats whose text form is easy to get wrong: the smallest subnormal, the largest double, a sum that is not
 #: 0.3, a negative zero, digits beyond 17 significant ones
@@ -127,7 +128,7 @@ def test_writing_outputs_does_not_import_pandas() -> None:
         """
         import json, sys
         from trackeval.io.results_folder import output_bytes
-        from trackeval.results import CaseRecord, build_result
+        from trackeval.results import READABLE_JSON_BYTES, CaseRecord, build_result, json_text
         result = build_result("toy", model=None, config={}, ground_truth_digest="g", predictions_digest="p",
                               summary={}, warnings=[], item_kind="organ",
                               cases=[CaseRecord(case_id="c", subject_id="s", metrics={"x": {"dsc": 0.5}})],
@@ -140,3 +141,14 @@ def test_writing_outputs_does_not_import_pandas() -> None:
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = json.loads(proc.stdout)
     assert out == {"pandas": False, "size": out["size"]} and out["size"] > 0
+
+
+def test_json_text_is_indented_when_small_and_compact_when_large() -> None:
+    small = {"b": 1.5, "a": [1, None]}
+    assert json_text(small) == '{\n "a": [\n  1,\n  null\n ],\n "b": 1.5\n}\n'
+    large = {f"k{i:07d}": i * 0.5 for i in range(READABLE_JSON_BYTES // 10)}
+    text = json_text(large)
+    assert text.endswith("}\n") and "\n" not in text[:-1] and json.loads(text) == large
+    assert text == json.dumps(large, sort_keys=True, separators=(",", ":")) + "\n"  # what the C encoder writes
+    with pytest.raises(ValueError):
+        json_text({"x": math.nan})

@@ -301,8 +301,9 @@ class BenchmarkResult(_Model):
         return self
 
     def to_json(self) -> str:
-        """Deterministic JSON (sorted keys, no timestamps): same inputs + config -> same bytes."""
-        return json.dumps(self.model_dump(mode="json"), sort_keys=True, indent=1, allow_nan=False) + "\n"
+        """Deterministic JSON (sorted keys, no timestamps; :func:`json_text`): same inputs
+        + config -> same bytes."""
+        return json_text(self.model_dump(mode="json"))
 
     def to_frame(self) -> pd.DataFrame:
         """The case records as a pandas DataFrame, the table ``cases.parquet`` holds
@@ -329,6 +330,22 @@ class BenchmarkResult(_Model):
         for name, count in sorted(self.summary.items()):
             flat[metric_key(self.benchmark, name)] = float(count)
         return flat
+
+
+#: compact size above which a results file's JSON stays compact (a file nobody reads by eye)
+READABLE_JSON_BYTES = 1 << 20
+
+
+def json_text(value: Any) -> str:
+    """The JSON text of a results-folder file (results.json, metrics.json): sorted keys, no NaN (``ValueError``:
+    NaN must have become ``null`` before), a final newline. Indented (one space per level) while it is small
+    enough for a person to read (compact size at most :data:`READABLE_JSON_BYTES`); beyond that compact, which
+    CPython's C encoder writes (``indent`` forces the pure-Python encoder, several times slower on large values).
+    Either way the same value gives the same bytes."""
+    compact = json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    if len(compact) > READABLE_JSON_BYTES:
+        return compact + "\n"
+    return json.dumps(value, sort_keys=True, indent=1, allow_nan=False) + "\n"
 
 
 def _first_offender(table: CaseTable, name: str, item_kind: str, metrics: set[str]) -> int | None:

@@ -130,10 +130,11 @@ def test_keyboard_interrupt_mid_switch_restores_the_previous_set(two_results, tm
     assert _snapshot(out) == before and read_results(out) == old
 
 
-@pytest.mark.parametrize(("k", "torn"), [(2, CASES_PARQUET), (3, METRICS_JSON)])
+# k=3 leaves both cases.parquet and metrics.json new: the case table, checked first, is named
+@pytest.mark.parametrize(("k", "torn"), [(2, CASES_PARQUET), (3, CASES_PARQUET)])
 def test_when_even_the_rollback_fails_the_torn_set_is_refused(two_results, tmp_path, monkeypatch, k, torn):
     """Every rename from the k-th on fails, the rollback's included: the folder is mixed, and the reader refuses
-    it naming the first file that disagrees with results.json (never reads a mix as valid)."""
+    it naming a file that disagrees with results.json (never reads a mix as valid)."""
     old, new, _ = two_results
     out = tmp_path / "out"
     _previous_set(out, old)
@@ -228,10 +229,9 @@ _KILLER = textwrap.dedent(
     """
     import os, signal, sys
     from pathlib import Path
-    from trackeval.io.results_folder import write_outputs
-    from trackeval.results import BenchmarkResult
+    from trackeval.io.results_folder import read_results, write_outputs
 
-    result = BenchmarkResult.model_validate_json(Path(sys.argv[1]).read_bytes())
+    result = read_results(Path(sys.argv[1]))
     k, calls, real = int(sys.argv[3]), [0], os.replace
 
     def replace(a, b):
@@ -247,15 +247,15 @@ _KILLER = textwrap.dedent(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("k", "torn"), [(1, None), (2, CASES_PARQUET), (3, METRICS_JSON)])
+@pytest.mark.parametrize(("k", "torn"), [(1, None), (2, CASES_PARQUET), (3, CASES_PARQUET)])
 def test_a_writer_killed_mid_switch_leaves_the_old_set_or_a_refused_one(two_results, tmp_path, k, torn):
     """SIGKILL before the k-th rename (no rollback can run): before any rename the old set is intact; after one,
     the reader refuses the torn set naming the file that disagrees; the next write repairs the folder."""
     old, new, _ = two_results
     out = tmp_path / "out"
     before = _previous_set(out, old)
-    src = tmp_path / "new.json"
-    src.write_text(new.to_json())
+    src = tmp_path / "new"
+    write_outputs(new, src)
     proc = subprocess.run(
         [sys.executable, "-c", _KILLER, str(src), str(out), str(k)],
         cwd=REPO,

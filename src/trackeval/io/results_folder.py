@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import json
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -53,7 +52,7 @@ from trackeval.io.evidence import read_parquet, verify_cases, verify_metrics
 from trackeval.io.files import decode_text, read_regular_file
 from trackeval.io.structured import parse_json
 from trackeval.registry import metric_info
-from trackeval.results import BenchmarkResult
+from trackeval.results import BenchmarkResult, json_text
 from trackeval.stats.verify import MetricLookup, verify_aggregates
 
 if TYPE_CHECKING:
@@ -93,7 +92,7 @@ def output_bytes(result: BenchmarkResult) -> dict[str, bytes]:
 
     parquet = io.BytesIO()
     pq.write_table(cases_table(result), parquet)
-    metrics = json.dumps(metrics_file(result), sort_keys=True, indent=1, allow_nan=False) + "\n"
+    metrics = json_text(metrics_file(result))
     return {
         CASES_PARQUET: parquet.getvalue(),
         METRICS_JSON: metrics.encode("utf-8"),

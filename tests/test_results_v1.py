@@ -1,0 +1,84 @@
+"""Results folders written before the columnar contract (schema 1.2: the case records inline in results.json) are
+still read, tracked and gated, with the same numbers as today's evaluation of the same files.
+
+``tests/fixtures/results_v1/{champion,improved}`` were written by trackeval 0.2.0 at the last schema-1.2 commit
+from the ``tests.gate_data`` UMD dataset (the ``champion`` and ``improved`` versions, ``engine.cache=false``);
+the same dataset is rebuilt here (deterministic NIfTI files) and evaluated by this trackeval.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests import gate_data
+from tests.test_tracking import evaluated, migrated_db, store  # noqa: F401 - shared fixtures
+from trackeval.cli import main
+from trackeval.config import GateConfig
+from trackeval.gate.decide import compare_unit
+from trackeval.gate.policy import resolve_policies
+from trackeval.io.results_folder import CASES_PARQUET, RESULTS_JSON, read_results
+from trackeval.registry import units
+
+V1 = Path(__file__).parent / "fixtures" / "results_v1"
+
+
+def _numbers(result) -> tuple:
+    """Everything numeric a result holds: aggregates, case records, counts and data digests."""
+    return (
+        {k: s.model_dump() for k, s in result.aggregates.items()},
+        [c.model_dump() for c in result.cases],
+        result.summary,
+        result.data.model_dump(),
+    )
+
+
+@pytest.fixture(scope="module")
+def today(tmp_path_factory) -> dict[str, Path]:
+    """Today's results folders (schema 2) of the fixtures' dataset and versions."""
+    root = tmp_path_factory.mktemp("v2")
+    gt = gate_data.make_ground_truth(root)
+    cfg = gate_data.config("engine.cache=false")
+    return {v: gate_data.evaluate_version(root, gt, v, cfg)[1] for v in ("champion", "improved")}
+
+
+@pytest.mark.parametrize("version", ["champion", "improved"])
+def test_a_schema_1_folder_reads_with_todays_numbers(today, version):
+    old = read_results(V1 / version)
+    assert json.loads((V1 / version / RESULTS_JSON).read_text())["schema_version"] == "1.2"
+    new = read_results(today[version])
+    assert old.schema_version == "1.2" and new.schema_version.startswith("2.")
+    assert _numbers(old) == _numbers(new)  # byte-identical numbers before and after the columnar contract
+    assert read_results(V1 / version / RESULTS_JSON).aggregates == old.aggregates  # a lone 1.x results.json
+
+
+def test_a_schema_1_cases_parquet_is_still_checked_against_the_records(tmp_path):
+    folder = tmp_path / "champion"
+    shutil.copytree(V1 / "champion", folder)
+    other = (V1 / "improved" / CASES_PARQUET).read_bytes()
+    (folder / CASES_PARQUET).write_bytes(other)
+    with pytest.raises(Exception, match="where the case records give") as err:
+        read_results(folder)
+    assert err.value.file == str(folder / CASES_PARQUET)
+
+
+def test_the_gate_pairs_a_schema_1_champion_with_a_schema_2_candidate(today):
+    """The comparison of an old champion folder with a new candidate is the one of two new folders."""
+    gate = GateConfig(n_resamples=500)
+    policy = resolve_policies(gate, units().values())["umd"]
+    mixed = compare_unit(read_results(today["improved"]), read_results(V1 / "champion"), policy, gate, ("b", "a"))
+    new = compare_unit(read_results(today["improved"]), read_results(today["champion"]), policy, gate, ("b", "a"))
+    assert mixed.problems == [] and mixed.model_dump() == new.model_dump()
+
+
+def test_schema_1_folders_are_tracked_and_promoted(store, tmp_path):  # noqa: F811
+    sets, client = store
+    for version in ("champion", "improved"):
+        folder = shutil.copytree(V1 / version, tmp_path / version)
+        assert main(["track", str(folder), *sets]) == 0
+    for version in ("champion", "improved"):
+        assert main(["promote", "--model", "seg", "--candidate", version, *sets]) == 0
+    assert client.get_model_version_by_alias("seg", "champion").tags["trackeval.model_version"] == "improved"
