@@ -471,3 +471,29 @@ def test_server_killed_mid_logging_then_resumed_and_ui(evaluated, migrated_db, t
             assert repr(result.aggregates["umd/dsc"].value) in dom
     finally:
         _stop(proc)
+
+
+def test_the_evaluation_dataset_is_the_entity_mlflow_builds_of_the_cases(evaluated, tmp_path):
+    """``evaluation_dataset`` writes the schema from the columns (no per-value inference): the entity equals the
+    one ``mlflow.data.from_pandas`` builds of the cases frame, a group some case lacks included (not required)."""
+    import warnings
+
+    import mlflow.data
+    import pandas as pd
+    from mlflow.entities import Dataset
+
+    from trackeval.tracking.track_logging import evaluation_dataset
+
+    result = evaluated["champion"][0]
+    cases = [c.model_copy(update={"groups": {**c.groups, "site": "a"}}) for c in list(result.cases)[:5]]
+    result = result.model_copy(update={"cases": [*cases, *list(result.cases)[5:]]})
+    frame = pd.DataFrame(
+        {name: result.cases.field(name) for name in ["case_id", "subject_id", "modality", "site", "status"]}
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        ds = mlflow.data.from_pandas(frame, source=str(tmp_path.resolve()), name="umd-cases", digest="d1")
+    got = evaluation_dataset(result, tmp_path, "d1")
+    assert got.dataset.to_dictionary() == Dataset(**ds.to_dict()).to_dictionary()
+    assert '"name": "site", "required": false' in got.dataset.schema
+    assert [t.value for t in got.tags] == ["eval"]

@@ -444,9 +444,8 @@ def _series_from_aggregates(result: BenchmarkResult, plot: PlotSpec) -> list[dic
 
 
 def _metric_names(result: BenchmarkResult) -> set[str]:
-    """Every per-item metric name of the records. The one pass over the records left here (no column accessor
-    lists the names); only line plots whose series come from the records (IMIS: hundreds of cases) use it."""
-    return {name for case in result.cases for values in case.metrics.values() for name in values}
+    """Every per-item metric name of the records (the case table's metric columns)."""
+    return set(result.cases.metric_names())
 
 
 def _record_columns(result: BenchmarkResult, plot: PlotSpec) -> dict[tuple[str, str], str]:

@@ -26,8 +26,9 @@ refuse valid checked-out results. Instead:
 
 **Verified once.** A process that reads the same set again (``promote`` reads the candidate's and the
 champion's results, ``track`` then logs them) gets the result verified the first time: the cache is keyed by
-the sha256 of every file's bytes (read again each time, cheap next to parsing), so an edited file is verified
-anew.
+the sha256 of results.json's and cases.parquet's bytes (read again each time, cheap next to parsing), so an edited
+file is verified anew; metrics.json, small, is checked against the result on every read. ``track`` reads the
+folder and then the artifacts it uploaded: the second read is a digest comparison.
 
 Every file of a results folder is read with :func:`~trackeval.io.files.read_regular_file`: a symbolic link (to
 anything) is refused, never followed.
@@ -169,7 +170,9 @@ def read_results_files(path: Path, *, declared: MetricLookup | None = metric_inf
         files[CASES_PARQUET] = read_regular_file(results_path.parent / CASES_PARQUET)
     if not lone:
         files[METRICS_JSON] = read_regular_file(path / METRICS_JSON)
-    key = (declared, *(hashlib.sha256(files[name]).digest() for name in sorted(files)))
+    # the result (validated, aggregates recomputed) is cached by its results.json and cases.parquet bytes; the
+    # cheap metrics.json check runs on every read (a lone results.json downloaded from MLflow has none)
+    key = (declared, *(hashlib.sha256(files[name]).digest() for name in (RESULTS_JSON, CASES_PARQUET) if name in files))
     result = _VERIFIED.get(key)
     if result is None:
         result = _verify(header, files, results_path, declared, columnar=columnar)
@@ -177,6 +180,8 @@ def read_results_files(path: Path, *, declared: MetricLookup | None = metric_inf
         while len(_VERIFIED) > _VERIFIED_MAX:
             _VERIFIED.popitem(last=False)
     _VERIFIED.move_to_end(key)
+    if METRICS_JSON in files:
+        verify_metrics(files[METRICS_JSON], metrics_file(result), file=path / METRICS_JSON)
     return ResultsFiles(result, files)
 
 
@@ -193,16 +198,14 @@ def _verify(
     *,
     columnar: bool,
 ) -> BenchmarkResult:
-    """Validate and verify a set's bytes (every check of the module docstring); the result."""
+    """Validate and verify results.json and cases.parquet (every check of the module docstring but
+    metrics.json's); the result."""
     parquet = results_path.parent / CASES_PARQUET
     if columnar:
         result = _validate(lambda: _columnar_result(header, files[CASES_PARQUET], parquet), results_path)
     else:
         result = _validate(lambda: BenchmarkResult.model_validate_json(files[RESULTS_JSON]), results_path)
     verify_aggregates(result, file=results_path, declared=declared)
-    if METRICS_JSON in files:
-        metrics_path = results_path.parent / METRICS_JSON
-        verify_metrics(files[METRICS_JSON], metrics_file(result), file=metrics_path)
     if not columnar and CASES_PARQUET in files:  # a 1.x set: the parquet is compared with the inline records
         expected = cases_table(result).drop_columns(["message"])
         expected = expected.filter(expected[result.item_kind].is_valid())

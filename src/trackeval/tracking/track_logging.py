@@ -9,6 +9,7 @@ and the leaderboard read), and logged only once every run of the batch holds its
 from __future__ import annotations
 
 import contextlib
+import json
 import tempfile
 import time
 import warnings
@@ -73,20 +74,28 @@ def parent_tags(name: str, version: str, lineage: dict[str, str]) -> dict[str, s
 
 
 def evaluation_dataset(result: BenchmarkResult, folder: Path, digest: str) -> Any:
-    """The evaluated cases as an ``mlflow.data`` dataset entity (digest: the DVC / ground-truth digest)."""
-    import mlflow.data
-    import pandas as pd
+    """The evaluated cases (``case_id``, ``subject_id``, the case groups, ``status``) as an ``mlflow.data`` dataset
+    entity (digest: the DVC / ground-truth digest): the entity ``mlflow.data.from_pandas`` builds of that frame
+    (tests/test_tracking.py compares them), its schema written from the columns (all strings; ``required`` where
+    no case lacks the value) instead of inferred value by value (3 s at 100,000 cases)."""
+    from mlflow.data.dataset_source_registry import resolve_dataset_source
     from mlflow.entities import Dataset, DatasetInput, InputTag
+    from mlflow.types import ColSpec, Schema
 
     cases = result.cases
-    columns = ["case_id", "subject_id", *cases.groups, "status"]
-    frame = pd.DataFrame({name: cases.field(name) for name in columns})
+    columns = {name: cases.field(name) for name in ["case_id", "subject_id", *cases.groups, "status"]}
+    schema = Schema([ColSpec("string", name, required=None not in values) for name, values in columns.items()])
     with warnings.catch_warnings():  # "source can be interpreted in multiple ways": both are local folders
         warnings.simplefilter("ignore", UserWarning)
-        ds = mlflow.data.from_pandas(
-            frame, source=str(folder.resolve()), name=f"{result.unit.replace('/', '-')}-cases", digest=digest
-        )
-    entity = Dataset(**ds.to_dict())
+        source = resolve_dataset_source(str(folder.resolve()))
+    entity = Dataset(
+        name=f"{result.unit.replace('/', '-')}-cases",
+        digest=digest,
+        source_type=source._get_source_type(),
+        source=source.to_json(),
+        schema=json.dumps({"mlflow_colspec": schema.to_dict()}),
+        profile=json.dumps({"num_rows": len(cases), "num_elements": len(cases) * len(columns)}),
+    )
     return DatasetInput(entity, tags=[InputTag("mlflow.data.context", "eval")])
 
 
