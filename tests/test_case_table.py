@@ -53,13 +53,13 @@ def test_matrix_field_and_take():
 def test_dense_is_the_table_of_the_same_records():
     labels = np.array([[1.0, 0.0], [np.nan, 1.0]])
     dense = CaseTable.dense(["i1", "i2"], ["p1", "p1"], {"view": ["pa", None]}, ["edema", "mass"], {"label": labels})
+    first = {"edema": {"label": 1.0}, "mass": {"label": 0.0}}
     records = [
-        CaseRecord(case_id="i1", subject_id="p1", groups={"view": "pa"}, metrics={"edema": {"label": 1.0}, "mass": {"label": 0.0}}),
+        CaseRecord(case_id="i1", subject_id="p1", groups={"view": "pa"}, metrics=first),
         CaseRecord(case_id="i2", subject_id="p1", metrics={"edema": {"label": None}, "mass": {"label": 1.0}}),
-    ]  # fmt: skip
-    assert dense.digest() == CaseTable.from_records(records).digest() and _dump(dense) == [
-        r.model_dump() for r in records
     ]
+    assert dense.digest() == CaseTable.from_records(records).digest()
+    assert _dump(dense) == [r.model_dump() for r in records]
 
 
 def test_each_column_has_its_digest():
