@@ -76,7 +76,17 @@ PARAMS, DVC = "params.yaml", "dvc.yaml"
 VERSIONS = "${pipeline.versions}"
 #: the lines init adds to .gitignore: the local MLflow store, its lock and artifacts, the case cache, the gate's
 #: machine-local verdict and the page ``dvc plots show`` writes
-IGNORED = (".trackeval-cache/", "mlflow.db", "mlflow.db.trackeval.lock", "mlartifacts/", "work/gate/", "dvc_plots/")
+#: mlruns/: the artifacts of a run of MLflow's Default experiment (``mlflow.models.evaluate`` in a user's own
+#: ``mlflow.start_run()``) on the default SQLite store
+IGNORED = (
+    ".trackeval-cache/",
+    "mlflow.db",
+    "mlflow.db.trackeval.lock",
+    "mlartifacts/",
+    "mlruns/",
+    "work/gate/",
+    "dvc_plots/",
+)
 #: the config sections every trackeval stage reads besides the units' own
 SHARED_SECTIONS = ("bootstrap", "tracking", "gate")
 
