@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests import gate_data
+from tests.hostile.test_evidence import versions  # noqa: F401 - shared fixture: today's folders of the dataset
 from tests.test_tracking import evaluated, migrated_db, store  # noqa: F401 - shared fixtures
 from trackeval.cli import main
 from trackeval.config import GateConfig
@@ -36,20 +36,11 @@ def _numbers(result) -> tuple:
     )
 
 
-@pytest.fixture(scope="module")
-def today(tmp_path_factory) -> dict[str, Path]:
-    """Today's results folders (schema 2) of the fixtures' dataset and versions."""
-    root = tmp_path_factory.mktemp("v2")
-    gt = gate_data.make_ground_truth(root)
-    cfg = gate_data.config("engine.cache=false")
-    return {v: gate_data.evaluate_version(root, gt, v, cfg)[1] for v in ("champion", "improved")}
-
-
 @pytest.mark.parametrize("version", ["champion", "improved"])
-def test_a_schema_1_folder_reads_with_todays_numbers(today, version):
+def test_a_schema_1_folder_reads_with_todays_numbers(versions, version):  # noqa: F811
     old = read_results(V1 / version)
     assert json.loads((V1 / version / RESULTS_JSON).read_text())["schema_version"] == "1.2"
-    new = read_results(today[version])
+    new = read_results(versions[version])
     assert old.schema_version == "1.2" and new.schema_version.startswith("2.")
     assert _numbers(old) == _numbers(new)  # byte-identical numbers before and after the columnar contract
     assert read_results(V1 / version / RESULTS_JSON).aggregates == old.aggregates  # a lone 1.x results.json
@@ -65,12 +56,12 @@ def test_a_schema_1_cases_parquet_is_still_checked_against_the_records(tmp_path)
     assert err.value.file == str(folder / CASES_PARQUET)
 
 
-def test_the_gate_pairs_a_schema_1_champion_with_a_schema_2_candidate(today):
+def test_the_gate_pairs_a_schema_1_champion_with_a_schema_2_candidate(versions):  # noqa: F811
     """The comparison of an old champion folder with a new candidate is the one of two new folders."""
     gate = GateConfig(n_resamples=500)
     policy = resolve_policies(gate, units().values())["umd"]
-    mixed = compare_unit(read_results(today["improved"]), read_results(V1 / "champion"), policy, gate, ("b", "a"))
-    new = compare_unit(read_results(today["improved"]), read_results(today["champion"]), policy, gate, ("b", "a"))
+    mixed = compare_unit(read_results(versions["improved"]), read_results(V1 / "champion"), policy, gate, ("b", "a"))
+    new = compare_unit(read_results(versions["improved"]), read_results(versions["champion"]), policy, gate, ("b", "a"))
     assert mixed.problems == [] and mixed.model_dump() == new.model_dump()
 
 
