@@ -350,3 +350,30 @@ def test_clustered_variance_sums_influence_within_a_patient():
     assert naive.variance[0] == pytest.approx(plain.variance[0] / 2, rel=0.05)
     assert clustered.variance[0] == pytest.approx(plain.variance[0], rel=0.05)
     assert clustered.overall_variance == pytest.approx(clustered.variance[0], rel=1e-12)
+
+
+def test_evaluate_write_read_gate_and_curves_never_build_a_record_per_case(
+    xray_results, tmp_path, tmp_path_factory, monkeypatch
+):
+    """The decision side works on the case table's columns: with the per-case record view made to fail, an X-ray
+    classification evaluation, its results folder written and read back (verified), the gate and the ROC/PR data
+    all run (at 100,000 studies a record per image was most of track's, compare's and promote's time)."""
+    from trackeval import case_table, plotdata
+    from trackeval.io.results_folder import read_results, write_outputs
+
+    def records(self):
+        raise AssertionError("a CaseRecord per case was built")
+
+    monkeypatch.setattr(case_table.CaseTable, "_records", property(records))
+    root = next(tmp_path_factory.getbasetemp().glob("xray_gate*"))  # the xray_results fixture's files
+    cfg = load_config(None, OVERRIDES)
+    fresh = xray.evaluate("cls", TaskInputs(root / "labels.csv", root / "scores_improved.csv"), cfg, {"name": "cxr"})
+    for version, result in (("improved", fresh), ("champion", xray_results["champion"])):
+        write_outputs(result, tmp_path / version)
+    back = {v: read_results(tmp_path / v) for v in ("improved", "champion")}
+    assert back["improved"].aggregates == xray_results["improved"].aggregates
+    d = _gate(back, "improved")
+    assert d.verdict == _gate(xray_results, "improved").verdict == "pass"
+    pairs = plotdata.label_score_pairs(back["improved"])
+    assert len(pairs) == len(NIH_FINDINGS) and all(len(y) == len(s) for y, s in pairs.values())
+    assert plotdata.roc_rows(back["improved"]) and plotdata.pr_rows(back["improved"])
