@@ -432,8 +432,10 @@ def test_server_killed_mid_logging_then_resumed_and_ui(evaluated, migrated_db, t
 
         proc, url = _start_server(db, artifacts, log)  # same database, new port
         monkeypatch.setenv("MLFLOW_TRACKING_URI", url)
+        capsys.readouterr()
         assert main(["track", str(folder), *sets]) == 0
         assert main(["track", str(folder), *sets]) == 0
+        assert "View run" not in capsys.readouterr().out  # MLflow's own stdout link (a server) is silenced
         client = MlflowClient(tracking_uri=url, registry_uri=url)
         key = idempotency_key(result)
         exp = client.get_experiment_by_name("trackeval").experiment_id

@@ -105,6 +105,9 @@ class Mlflow:
             "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0",
             "MLFLOW_HTTP_REQUEST_TIMEOUT": str(self.cfg.http_timeout_s),
             "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false",
+            # MLflow writes "View run ... at: <url>" straight to stdout when a run on a server ends (not logging,
+            # so the CLI's quiet levels miss it); trackeval prints its own, redacted, `MLflow UI:` link
+            "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true",
             # the registry resolves `models:/<model_id>` sources through the default tracking store
             "MLFLOW_TRACKING_URI": self.uri,
         }
