@@ -252,6 +252,20 @@ class CaseTable:
             return self.take(range(len(self))[index])
         return self._records[index]
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> CaseTable:
+        """An independent table (arrays and lists copied, strings shared: they are immutable)."""
+        copied = CaseTable(
+            {name: list(values) for name, values in self.fields.items()},
+            {name: list(values) for name, values in self.groups.items()},
+            list(self.items),
+            self.row_case.copy(),
+            self.row_item.copy(),
+            {m: v.copy() for m, v in self.metrics.items()},
+            {m: v.copy() for m, v in self.absent.items()},
+        )
+        copied._descriptors = {k: dict(v, columns=dict(v["columns"])) for k, v in self._descriptors.items()}
+        return copied
+
     def __eq__(self, other: object) -> bool:
         if isinstance(other, CaseTable):
             return self.digest() == other.digest()

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -354,3 +355,19 @@ def test_a_headline_must_follow_its_units_declared_reduction(tmp_path):
     lone.write_text(_two_organ_result(0.6).to_json())
     with pytest.raises(InputError, match=r"0\.7 or 0\.5 \(the mean over organ means, or over cases\)"):
         read_results(lone, declared=None)
+
+
+def test_editing_a_result_in_memory_never_reaches_a_later_read(versions):
+    """The verified-once cache hands out copies: a notebook that edits an aggregate, a case value or a group of
+    the result it read, then promotes in the same process, gets the folder's verified numbers on the next read."""
+    folder = versions["champion"]
+    first = read_results(folder)
+    dsc = first.aggregates["umd/dsc"].value
+    liver = first.cases.matrix("dsc", ["liver"]).copy()
+    first.aggregates["umd/dsc"].value = 0.999
+    first.cases.metrics["dsc"][:] = 1.0
+    first.cases.groups["modality"][0] = "forged"
+    again = read_results(folder)
+    assert again.aggregates["umd/dsc"].value == dsc != 0.999
+    assert np.array_equal(again.cases.matrix("dsc", ["liver"]), liver, equal_nan=True)
+    assert again.cases.field("modality")[0] != "forged" and again == read_results(folder)

@@ -27,7 +27,9 @@ refuse valid checked-out results. Instead:
 **Verified once.** A process that reads the same set again (``promote`` reads the candidate's and the
 champion's results, ``track`` then logs them) gets the result verified the first time: the cache is keyed by
 the sha256 of results.json's and cases.parquet's bytes (read again each time, cheap next to parsing), so an edited
-file is verified anew; metrics.json, small, is checked against the result on every read. ``track`` reads the
+file is verified anew; metrics.json, small, is checked against the result on every read. Each read returns its
+own copy of the verified result (arrays copied: milliseconds), so editing one never changes what a later read
+gets. ``track`` reads the
 folder and then the artifacts it uploaded: the second read is a digest comparison.
 
 Every file of a results folder is read with :func:`~trackeval.io.files.read_regular_file`: a symbolic link (to
@@ -182,7 +184,9 @@ def read_results_files(path: Path, *, declared: MetricLookup | None = metric_inf
     _VERIFIED.move_to_end(key)
     if METRICS_JSON in files:
         verify_metrics(files[METRICS_JSON], metrics_file(result), file=path / METRICS_JSON)
-    return ResultsFiles(result, files)
+    # a copy: what a caller does to its result (a notebook editing an aggregate) never reaches the cache, so a
+    # later read in the process (a promote) still gets exactly the verified numbers
+    return ResultsFiles(result.model_copy(deep=True), files)
 
 
 def read_results(path: Path, *, declared: MetricLookup | None = metric_info) -> BenchmarkResult:
