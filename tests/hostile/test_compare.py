@@ -114,3 +114,17 @@ def test_headline_its_records_do_not_give_is_a_pairing_problem(evaluated):
     decision = decide("seg", "empty", {"umd": empty}, "champion", {"umd": result}, cfg.gate, gate_policies(cfg))
     assert decision.verdict == "fail"
     assert any(c.name == "pairing" and "not what its case records give" in c.detail for c in decision.checks)
+
+
+def test_comparing_an_evaluation_with_itself_is_said(cli, evaluated, tmp_path, caplog):
+    """``compare A B`` where both hold the same results (a version against ``@champion`` once it is the champion,
+    or a folder with itself) prints the table of zeros with a warning saying so."""
+    db = tmp_path / "mlflow.db"
+    folder = evaluated["champion"][1]
+    with caplog.at_level("WARNING", logger="trackeval.tracking.evidence"):
+        assert cli("compare", folder, folder, "--set", f"tracking.uri=sqlite:///{db}").rc == 0
+    assert "hold the same evaluation (the same results): every delta is 0" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="trackeval.tracking.evidence"):
+        assert cli("compare", evaluated["improved"][1], folder, "--set", f"tracking.uri=sqlite:///{db}").rc == 0
+    assert "hold the same evaluation" not in caplog.text

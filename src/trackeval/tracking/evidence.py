@@ -7,6 +7,7 @@ A registered version's evidence is the evaluation runs its ``trackeval.eval_run.
 
 from __future__ import annotations
 
+import logging
 import re
 import tempfile
 from collections.abc import Mapping
@@ -18,12 +19,15 @@ from trackeval.errors import InputError
 from trackeval.gate.compare import BenchmarkComparison
 from trackeval.gate.decide import compare_unit
 from trackeval.gate.policy import UnitPolicy
+from trackeval.io.escape import visible_controls
 from trackeval.io.files import read_regular_file
 from trackeval.io.hashing import sha256_bytes, sha256_files
 from trackeval.io.results_folder import CASES_PARQUET, RESULTS_JSON, read_results, read_results_files
 from trackeval.results import BenchmarkResult
 from trackeval.tracking.client import Mlflow, check_model_ref, quote
 from trackeval.tracking.model_registry import eval_runs, resolve_version
+
+log = logging.getLogger(__name__)
 
 #: an MLflow run id (fullmatch: ``$`` would also pass a trailing newline)
 _RUN_ID = re.compile(r"[0-9a-f]{32}")
@@ -123,6 +127,9 @@ def compare_refs(
     common = sorted(set(res_a) & set(res_b))
     if not common:
         raise InputError(f"{a} and {b} share no benchmark unit ({sorted(res_a)} vs {sorted(res_b)})", field="unit")
+    if all(res_a[unit] == res_b[unit] for unit in common):
+        same = "%s and %s hold the same evaluation (the same results): every delta is 0"
+        log.warning(same, visible_controls(a), visible_controls(b))  # user text: no line break or ESC reaches the log
     out = []
     for unit in common:
         policy = policies.get(unit)
