@@ -16,8 +16,8 @@ box            ``{dim, case_id, subject_id, value}``                           a
 curve_k        ``{dim, k, value, ci95_low, ci95_high}``                        ``<metric at k>/by_<dim>/<group>``
 =============  ==============================================================  =====================================
 
-The records are read through the column accessors of :mod:`trackeval.results` (:func:`case_items`,
-:func:`item_matrix`, :func:`case_field`), never record by record. ROC and PR curves are computed on every
+The records are read through the case table's column accessors (:class:`~trackeval.case_table.CaseTable`:
+``sorted_items``, ``matrix``, ``field``), never record by record. ROC and PR curves are computed on every
 label/score pair with numpy (one point per distinct score, the points of sklearn's curves) and thinned to at
 most :data:`MAX_POINTS` per curve for drawing (:func:`thin_curve`); the operating points use the full data.
 
@@ -39,7 +39,7 @@ import numpy as np
 from trackeval.metrics.classification import calibration_bins
 from trackeval.metrics.readers import READER_DIMENSION, READER_SENSITIVITY, READER_SPECIFICITY
 from trackeval.registry import metric_info, units
-from trackeval.results import BenchmarkResult, PlotSpec, case_field, case_items, config_value, item_matrix
+from trackeval.results import BenchmarkResult, PlotSpec, config_value
 from trackeval.stats.reduce import nan_mean
 
 #: the group of the pooled (micro-averaged) rows of the label/score kinds
@@ -68,8 +68,8 @@ def label_score_pairs(result: BenchmarkResult) -> dict[str, tuple[np.ndarray, np
     (uncertain labels, ``null``, are left out); items sorted by name, cases in record order; an item without
     such a pair is absent."""
     cases = result.cases
-    items = case_items(cases)
-    labels, scores = item_matrix(cases, items, "label"), item_matrix(cases, items, "score")
+    items = cases.sorted_items()
+    labels, scores = cases.matrix("label", items), cases.matrix("score", items)
     ok = ((labels == 0.0) | (labels == 1.0)) & ~np.isnan(scores)
     return {item: (labels[ok[:, j], j], scores[ok[:, j], j]) for j, item in enumerate(items) if ok[:, j].any()}
 
@@ -356,16 +356,16 @@ def box_rows(result: BenchmarkResult, plot: PlotSpec) -> list[dict[str, object]]
     otherwise per value of the case group ``plot.dimension`` (cases sorted by it, stably), a case's value being
     its mean over items. Null values, and cases without the group or any value, are left out."""
     dim, cases = plot.dimension, result.cases
-    items = case_items(cases)
-    values = item_matrix(cases, items, plot.case_metric or plot.metric)
-    ids, subjects = case_field(cases, "case_id"), case_field(cases, "subject_id")
+    items = cases.sorted_items()
+    values = cases.matrix(plot.case_metric or plot.metric, items)
+    ids, subjects = cases.field("case_id"), cases.field("subject_id")
     if dim == result.item_kind:
         at = np.nonzero(~np.isnan(values.T))  # item by item, cases in order
         return [
             {dim: items[j], "case_id": ids[i], "subject_id": subjects[i], "value": v}
             for j, i, v in zip(at[0].tolist(), at[1].tolist(), values.T[at].tolist(), strict=True)
         ]
-    groups, means = case_field(cases, dim), nan_mean(values, axis=1)
+    groups, means = cases.field(dim), nan_mean(values, axis=1)
     shown = [i for i in np.flatnonzero(~np.isnan(means)).tolist() if groups[i] is not None]
     return [
         {dim: groups[i], "case_id": ids[i], "subject_id": subjects[i], "value": means[i].item()}
@@ -472,15 +472,15 @@ def _series_from_records(result: BenchmarkResult, plot: PlotSpec) -> list[dict[s
     if not columns:
         return []
     keys = sorted(columns, key=lambda sx: (sx[0], _as_number(sx[1]) if sx[1].isdigit() else 0, sx[1]))
-    items = case_items(result.cases)
+    items = result.cases.sorted_items()
     # (n_cases, len(keys)): each case's mean over its items of each series metric (NaN: none valid)
-    means = np.stack([nan_mean(item_matrix(result.cases, items, columns[k]), axis=1) for k in keys], axis=1)
+    means = np.stack([nan_mean(result.cases.matrix(columns[k], items), axis=1) for k in keys], axis=1)
     shown = ~np.isnan(means).all(axis=1)
     if not shown.any():
         return []
     boot = result.config.get("bootstrap", {})
     cluster, interval = result.resampling
-    subjects = case_field(result.cases, "subject_id")
+    subjects = result.cases.field("subject_id")
     ci = bootstrap_means(
         means[shown],
         int(boot.get("n_resamples", 1000)),

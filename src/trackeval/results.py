@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator, model_validator
 
-from trackeval.case_table import CaseRecord, CaseTable, nan_to_none
+from trackeval.case_table import CASE_FIELDS, CaseRecord, CaseTable, nan_to_none
 from trackeval.errors import InputError
 
 if TYPE_CHECKING:  # pandas is imported by to_frame only: evaluate and the CLI's --help stay light
@@ -49,7 +49,7 @@ _NON_TOKEN = re.compile(r"[^a-z0-9]+")
 
 
 #: the per-case columns of ``cases.parquet`` (and fields of a case record) besides its groups, item and metrics
-CASE_COLUMNS: tuple[str, ...] = ("case_id", "subject_id", "status", "message")
+CASE_COLUMNS: tuple[str, ...] = CASE_FIELDS
 
 
 def metric_key(*tokens: str) -> str:
@@ -391,23 +391,6 @@ def config_value(config: Mapping[str, Any], path: str) -> object:
     for part in path.split("."):
         node = node.get(part) if isinstance(node, dict) else None
     return node
-
-
-def case_items(cases: CaseTable | Sequence[CaseRecord]) -> list[str]:
-    """Every item (organ, region, finding...) any case has, sorted by name."""
-    if isinstance(cases, CaseTable):
-        return cases.sorted_items()
-    return sorted({item for case in cases for item in case.metrics})
-
-
-def case_field(cases: CaseTable | Sequence[CaseRecord], name: str) -> list[str | None]:
-    """One per-case column in case order: ``case_id``, ``subject_id``, ``status``, ``message``, or the value of the
-    case group ``name`` (None where a case lacks that group)."""
-    if isinstance(cases, CaseTable):
-        return cases.field(name)
-    if name in CASE_COLUMNS:
-        return [getattr(case, name) for case in cases]
-    return [case.groups.get(name) for case in cases]
 
 
 def item_matrix(cases: CaseTable | Sequence[CaseRecord], items: Sequence[str], metric: str) -> np.ndarray:
