@@ -20,7 +20,7 @@ from trackeval.cli import main
 from trackeval.config import GateConfig
 from trackeval.gate.decide import compare_unit
 from trackeval.gate.policy import resolve_policies
-from trackeval.io.results_folder import CASES_PARQUET, RESULTS_JSON, read_results
+from trackeval.io.results_folder import CASES_PARQUET, RESULTS_JSON, has_case_table, read_results
 from trackeval.registry import units
 
 V1 = Path(__file__).parent / "fixtures" / "results_v1"
@@ -73,3 +73,14 @@ def test_schema_1_folders_are_tracked_and_promoted(store, tmp_path):  # noqa: F8
     for version in ("champion", "improved"):
         assert main(["promote", "--model", "seg", "--candidate", version, *sets]) == 0
     assert client.get_model_version_by_alias("seg", "champion").tags["trackeval.model_version"] == "improved"
+
+
+def test_the_schema_is_read_from_results_jsons_own_field(versions, tmp_path):  # noqa: F811
+    """Whether a case table belongs beside a results.json (what tracking downloads with it) is its top-level
+    ``schema_version``, never a case group that happens to be named so (1.x holds the records inline)."""
+    doc = json.loads((V1 / "champion" / RESULTS_JSON).read_text())
+    doc["cases"][0]["groups"]["schema_version"] = "2.0"  # text a textual search would take for the version
+    lone = tmp_path / RESULTS_JSON
+    lone.write_text(json.dumps(doc, sort_keys=True))
+    assert not has_case_table(lone) and not has_case_table(V1 / "improved" / RESULTS_JSON)
+    assert has_case_table(versions["champion"] / RESULTS_JSON)

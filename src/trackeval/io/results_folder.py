@@ -166,7 +166,7 @@ def read_results_files(path: Path, *, declared: MetricLookup | None = metric_inf
     results_path = path if lone else path / RESULTS_JSON
     raw = read_regular_file(results_path)
     header = _header(raw, results_path)
-    columnar = str(header.get("schema_version", "")).split(".")[0] != "1"
+    columnar = _columnar(header)
     files = {RESULTS_JSON: raw}
     if columnar or not lone:
         files[CASES_PARQUET] = read_regular_file(results_path.parent / CASES_PARQUET)
@@ -207,14 +207,24 @@ def _verify(
     parquet = results_path.parent / CASES_PARQUET
     if columnar:
         result = _validate(lambda: _columnar_result(header, files[CASES_PARQUET], parquet), results_path)
-    else:
-        result = _validate(lambda: BenchmarkResult.model_validate_json(files[RESULTS_JSON]), results_path)
+    else:  # the records inline: the parsed results.json is the whole result
+        result = _validate(lambda: BenchmarkResult.model_validate(header), results_path)
     verify_aggregates(result, file=results_path, declared=declared)
     if not columnar and CASES_PARQUET in files:  # a 1.x set: the parquet is compared with the inline records
         expected = cases_table(result).drop_columns(["message"])
         expected = expected.filter(expected[result.item_kind].is_valid())
         verify_cases(files[CASES_PARQUET], expected, keys=("case_id", result.item_kind), file=parquet)
     return result
+
+
+def has_case_table(results_json: Path) -> bool:
+    """Whether a results.json keeps its case records in the cases.parquet beside it (schema 2.x and later; 1.x
+    held them inline). Raises :class:`InputError` naming the file when it is not a JSON object."""
+    return _columnar(_header(read_regular_file(results_json), results_json))
+
+
+def _columnar(header: dict) -> bool:
+    return str(header.get("schema_version", "")).split(".")[0] != "1"
 
 
 def _header(raw: bytes, path: Path) -> dict:

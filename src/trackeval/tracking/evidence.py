@@ -20,9 +20,8 @@ from trackeval.gate.compare import BenchmarkComparison
 from trackeval.gate.decide import compare_unit
 from trackeval.gate.policy import UnitPolicy
 from trackeval.io.escape import visible_controls
-from trackeval.io.files import read_regular_file
 from trackeval.io.hashing import sha256_bytes, sha256_files
-from trackeval.io.results_folder import CASES_PARQUET, RESULTS_JSON, read_results, read_results_files
+from trackeval.io.results_folder import CASES_PARQUET, RESULTS_JSON, has_case_table, read_results, read_results_files
 from trackeval.results import BenchmarkResult
 from trackeval.tracking.client import Mlflow, check_model_ref, quote
 from trackeval.tracking.model_registry import eval_runs, resolve_version
@@ -42,7 +41,7 @@ def run_evidence(ml: Mlflow, run_id: str) -> tuple[BenchmarkResult, str]:
     (what ``track`` uploaded and tagged ``trackeval.results_digest``, unless it was overwritten)."""
     with tempfile.TemporaryDirectory(prefix="trackeval-results-") as tmp:
         path = Path(_download(ml, run_id, RESULTS_JSON, tmp))
-        if _columnar(path):
+        if has_case_table(path):
             _download(ml, run_id, CASES_PARQUET, tmp)
         verified = read_results_files(path)
         return verified.result, sha256_bytes(verified.files[RESULTS_JSON])
@@ -50,13 +49,6 @@ def run_evidence(ml: Mlflow, run_id: str) -> tuple[BenchmarkResult, str]:
 
 def _download(ml: Mlflow, run_id: str, name: str, folder: str) -> str:
     return ml.call("download_artifacts", ml.client.download_artifacts, run_id, name, folder)
-
-
-def _columnar(results_json: Path) -> bool:
-    """Whether a results.json is schema 2.x or later (its case records in cases.parquet)."""
-    head = read_regular_file(results_json)
-    found = re.search(rb'"schema_version":\s*"(\d+)\.', head)
-    return found is None or found.group(1) != b"1"
 
 
 def run_results(ml: Mlflow, run_id: str) -> BenchmarkResult:
