@@ -22,6 +22,7 @@ records too, and a column that no longer matches is named.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import math
@@ -101,7 +102,6 @@ class CaseTable:
         self.metrics = {name: np.asarray(v, dtype=np.float64) for name, v in metrics.items()}
         #: per metric, the rows whose item has no such metric (only metrics absent somewhere are listed)
         self.absent = {m: np.asarray(v, dtype=bool) for m, v in (absent or {}).items() if np.any(v)}
-        self._descriptors: dict[str, dict[str, Any]] = {}
         self._check_shape()
 
     def _check_shape(self) -> None:
@@ -253,7 +253,8 @@ class CaseTable:
         return self._records[index]
 
     def __deepcopy__(self, memo: dict[int, Any]) -> CaseTable:
-        """An independent table (arrays and lists copied, strings shared: they are immutable)."""
+        """An independent table (arrays and lists copied, strings shared: they are immutable), with the digests
+        already computed."""
         copied = CaseTable(
             {name: list(values) for name, values in self.fields.items()},
             {name: list(values) for name, values in self.groups.items()},
@@ -263,7 +264,9 @@ class CaseTable:
             {m: v.copy() for m, v in self.metrics.items()},
             {m: v.copy() for m, v in self.absent.items()},
         )
-        copied._descriptors = {k: dict(v, columns=dict(v["columns"])) for k, v in self._descriptors.items()}
+        for digests in ("_column_digests", "_item_digest"):  # the same content: its digests, once computed, hold
+            if digests in self.__dict__:
+                copied.__dict__[digests] = copy.copy(self.__dict__[digests])
         return copied
 
     def __eq__(self, other: object) -> bool:
@@ -294,18 +297,7 @@ class CaseTable:
         as little-endian int64 UTF-8 byte lengths (-1 for None) then the bytes; the item column as its items in
         order of first appearance (so however the table was built) then each row's item index; a metric as
         float64 with every NaN as one bit pattern."""
-        cached = self._descriptors.get(item_kind)
-        if cached is not None:
-            return cached
-        columns = {name: _strings_digest(values) for name, values in (*self.fields.items(), *self.groups.items())}
-        columns["rows"] = hashlib.sha256(self.row_case.astype("<i8").tobytes()).hexdigest()
-        columns[item_kind] = self._item_digest
-        for name, values in self.metrics.items():
-            canonical = np.where(np.isnan(values), np.nan, values).astype("<f8")
-            h = hashlib.sha256(canonical.tobytes())
-            if name in self.absent:
-                h.update(np.packbits(self.absent[name], bitorder="little").tobytes())
-            columns[name] = h.hexdigest()
+        columns = {**self._column_digests, item_kind: self._item_digest}  # a group named like the item: the item
         body = {
             "file": "cases.parquet",
             "method": DIGEST_METHOD,
@@ -314,9 +306,20 @@ class CaseTable:
             "groups": list(self.groups),
             "columns": columns,
         }
-        descriptor = {**body, "sha256": hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()}
-        self._descriptors[item_kind] = descriptor
-        return descriptor
+        return {**body, "sha256": hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()}
+
+    @cached_property
+    def _column_digests(self) -> dict[str, str]:
+        """The sha256 of every column but the item column, and of ``rows`` (computed once per table)."""
+        columns = {name: _strings_digest(values) for name, values in (*self.fields.items(), *self.groups.items())}
+        columns["rows"] = hashlib.sha256(self.row_case.astype("<i8").tobytes()).hexdigest()
+        for name, values in self.metrics.items():
+            canonical = np.where(np.isnan(values), np.nan, values).astype("<f8")
+            h = hashlib.sha256(canonical.tobytes())
+            if name in self.absent:
+                h.update(np.packbits(self.absent[name], bitorder="little").tobytes())
+            columns[name] = h.hexdigest()
+        return columns
 
     @cached_property
     def _item_digest(self) -> str:
