@@ -63,12 +63,18 @@ def _layers(content: dict) -> list[dict]:
     return content.get("layer") or content["spec"]["layer"]
 
 
-def test_init_templates_rendered_by_dvc_plots_show(tmp_path: Path) -> None:
+def _init_repo(tmp_path: Path) -> Path:
+    """A fresh git + DVC repository where ``trackeval init`` set up UMD, IMIS and X-ray classification."""
     repo = tmp_path / "repo"
     repo.mkdir()
     _run(repo, "git", "init", "-q")
     _run(repo, str(BIN / "dvc"), "init", "-q")
     _run(repo, str(BIN / "trackeval"), "init", "--unit", "umd", "--unit", "imis", "--unit", "xray/cls", "--model", "m")
+    return repo
+
+
+def test_init_templates_rendered_by_dvc_plots_show(tmp_path: Path) -> None:
+    repo = _init_repo(tmp_path)
     for template in TEMPLATES.glob("*.json"):
         assert (repo / ".dvc" / "plots" / template.name).read_text() == template.read_text()
     dvc_yaml = yaml.safe_load((repo / "dvc.yaml").read_text())
@@ -150,11 +156,7 @@ def _pixels(shot: Path, rgb: tuple[int, int, int]) -> int:
 @pytest.mark.slow
 @needs_chromium
 def test_dvc_plots_show_draws_offline_in_chromium(tmp_path: Path) -> None:
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    _run(repo, "git", "init", "-q")
-    _run(repo, str(BIN / "dvc"), "init", "-q")
-    _run(repo, str(BIN / "trackeval"), "init", "--unit", "umd", "--unit", "imis", "--unit", "xray/cls", "--model", "m")
+    repo = _init_repo(tmp_path)
     assert _run(repo, str(BIN / "dvc"), "config", "plots.html_template").strip() == HTML_TEMPLATE  # DVC reads it
     _csvs(repo)
     _run(repo, str(BIN / "dvc"), "plots", "show")
