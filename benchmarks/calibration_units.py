@@ -31,6 +31,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -96,6 +97,30 @@ def _gate_counts(
     passed = any(c.name == "non_inferiority" and c.passed for c in d.checks)
     delta_covered = row.ci95_low is not None and row.ci95_low <= -margin <= row.ci95_high
     return covered, passed, delta_covered
+
+
+def _calibration_rows(
+    unit: str,
+    sizes: tuple[int, ...],
+    seed: tuple[int, int],
+    reps: int,
+    replicate: Callable[[np.random.Generator, int], tuple[BenchmarkResult, BenchmarkResult]],
+    cfg: EvalConfig,
+    truth: float,
+    labels: tuple[str, str, str],
+    what: str,
+) -> list[Row]:
+    """The rows of every size: ``reps`` replications of ``replicate(rng, size)`` (champion and candidate results)
+    gated (:func:`_gate_counts`), the generator seeded ``[seed[0], size, seed[1]]``; ``what`` formats the size."""
+    rows: list[Row] = []
+    for size in sizes:
+        rng = np.random.default_rng([seed[0], size, seed[1]])
+        counts = np.zeros(3)
+        for _ in range(reps):
+            base, cand = replicate(rng, size)
+            counts += _gate_counts(unit, base, cand, cfg, truth)
+        rows += _rows(counts, reps, labels, what.format(size), size == min(sizes))
+    return rows
 
 
 # ------------------------------------------------------------------ IMIS
@@ -177,18 +202,14 @@ def imis_rates(reps: int, resamples: int, seed: int, subjects: tuple[int, ...] =
     margin = gate_policies(cfg)["imis"].margin
     truth = imis_truth(0.0)
     shifts = (0.0, imis_shift(truth - margin))
-    rows: list[Row] = []
-    for n in subjects:
-        rng = np.random.default_rng([seed, n, 44])
-        counts = np.zeros(3)
-        for _ in range(reps):
-            design = _imis_design(rng, n)
-            champion, candidate = _imis_latents(rng, design, shifts)
-            base, cand = _imis_result(design, champion, cfg, "v1"), _imis_result(design, candidate, cfg, "v2")
-            counts += _gate_counts("imis", base, cand, cfg, truth)
-        what = f"{n} subjects of 1-4 images, 1-3 targets each, ICC 0.3"
-        rows += _rows(counts, reps, IMIS_LABELS, what, n == min(subjects))
-    return rows
+
+    def replicate(rng: np.random.Generator, n: int) -> tuple[BenchmarkResult, BenchmarkResult]:
+        design = _imis_design(rng, n)
+        champion, candidate = _imis_latents(rng, design, shifts)
+        return _imis_result(design, champion, cfg, "v1"), _imis_result(design, candidate, cfg, "v2")
+
+    what = "{} subjects of 1-4 images, 1-3 targets each, ICC 0.3"
+    return _calibration_rows("imis", subjects, (seed, 44), reps, replicate, cfg, truth, IMIS_LABELS, what)
 
 
 # ------------------------------------------------------------------ 3D-MIR
@@ -253,15 +274,11 @@ def mir3d_rates(reps: int, resamples: int, seed: int, volumes: tuple[int, ...] =
     truth = float(np.mean(list(MIR3D_MEANS.values())))
     full = _mir3d_truth()
     assert sorted(full) == sorted(MIR3D_MEANS)
-    rows: list[Row] = []
-    for m in volumes:
-        rng = np.random.default_rng([seed, m, 55])
-        counts = np.zeros(3)
-        for _ in range(reps):
-            design = _mir3d_design(rng, full, m)
-            champion, candidate = _mir3d_latents(rng, design, shifts)
-            base, cand = _mir3d_result(design, champion, cfg, "v1"), _mir3d_result(design, candidate, cfg, "v2")
-            counts += _gate_counts("mir3d", base, cand, cfg, truth)
-        what = f"{m} query volumes of the 3D-MIR test splits, 4 regions, volume ICC 0.3"
-        rows += _rows(counts, reps, MIR3D_LABELS, what, m == min(volumes))
-    return rows
+
+    def replicate(rng: np.random.Generator, m: int) -> tuple[BenchmarkResult, BenchmarkResult]:
+        design = _mir3d_design(rng, full, m)
+        champion, candidate = _mir3d_latents(rng, design, shifts)
+        return _mir3d_result(design, champion, cfg, "v1"), _mir3d_result(design, candidate, cfg, "v2")
+
+    what = "{} query volumes of the 3D-MIR test splits, 4 regions, volume ICC 0.3"
+    return _calibration_rows("mir3d", volumes, (seed, 55), reps, replicate, cfg, truth, MIR3D_LABELS, what)
