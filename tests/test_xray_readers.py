@@ -16,6 +16,7 @@ import pytest  # noqa: E402
 
 from trackeval import plotdata  # noqa: E402
 from trackeval.benchmarks.xray.cls_readers import READER_METRICS, Reader, reader_aggregates  # noqa: E402
+from trackeval.case_table import CaseTable
 from trackeval.config.base import BootstrapConfig  # noqa: E402
 from trackeval.errors import InputError  # noqa: E402
 from trackeval.report.comparison import reader_comparison, reader_comparison_markdown  # noqa: E402
@@ -119,7 +120,8 @@ def _result(out, version="v1") -> BenchmarkResult:
         for i in range(7)
     ]
     return BenchmarkResult.model_construct(
-        benchmark="xray", task="cls", model={"name": "m", "version": version}, config={}, cases=cases,
+        benchmark="xray", task="cls", model={"name": "m", "version": version}, config={},
+        cases=CaseTable.from_records(cases),  # model_construct does not validate: the table, as results hold it
         aggregates=out, item_kind="finding", summary={}, warnings=[], plots=[],
     )  # fmt: skip
 
